@@ -1,0 +1,180 @@
+"""Drafters: where speculative tokens come from.
+
+`PromptLookupDrafter` copies from the history (the prompt, which holds the code being edited, plus the
+output so far). An edit is mostly a copy with a few changes, so it keeps copying from the same place while
+the emitted tokens keep matching, and re-synchronises by the longest n-gram match after a change.
+`DraftModelDrafter` asks a small model with the same vocabulary; `CombinedDrafter` uses it only where
+lookup has nothing worth verifying.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+import numpy as np
+
+from .acceptance import target_distribution
+from .engine import Draft, DraftLengthPolicy
+
+# A draft's "kind" is the length of the match it continues, rounded down to one of these.
+MATCH_BUCKETS = (32, 16, 8, 4, 3, 2, 1)
+MAX_MATCH_CHECK = 32
+
+
+def match_kind(match_length: int) -> str:
+    return f"match{next(b for b in MATCH_BUCKETS if match_length >= b)}"
+
+
+class PromptLookupDrafter:
+    """Drafts by copying what followed the longest earlier occurrence of the history's tail."""
+
+    def __init__(self, max_ngram: int = 4, max_candidates: int = 64):
+        self.max_ngram = max_ngram
+        self.max_candidates = max_candidates
+        self.history: list[int] = []
+        # ngram length -> ngram -> positions of the token that followed each occurrence
+        self.index: dict[int, dict[tuple[int, ...], list[int]]] = {}
+        self.cursor: int | None = None  # where the copy we are following continues
+        self.run = 0  # how many history tokens in a row match the text before the cursor
+
+    def start(self, prompt: Sequence[int]) -> None:
+        self.history = []
+        self.index = {n: defaultdict(list) for n in range(1, self.max_ngram + 1)}
+        self.cursor, self.run = None, 0
+        self._append(prompt)
+
+    def _append(self, tokens: Sequence[int]) -> None:
+        h = self.history
+        for tok in tokens:
+            h.append(tok)
+            end = len(h)
+            for n in range(1, min(self.max_ngram, end) + 1):
+                self.index[n][tuple(h[end - n : end])].append(end)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        for tok in tokens:
+            if (
+                self.cursor is not None
+                and self.cursor < len(self.history)
+                and self.history[self.cursor] == tok
+            ):
+                self.cursor += 1
+                self.run += 1
+            else:
+                self.cursor, self.run = None, 0
+            self._append((tok,))
+
+    def _match_length(self, position: int) -> int:
+        """How many tokens before `position` equal the history's tail."""
+        h, n = self.history, 0
+        while n < MAX_MATCH_CHECK and n < position and h[position - 1 - n] == h[-1 - n]:
+            n += 1
+        return n
+
+    def _resynchronise(self) -> None:
+        h = self.history
+        for n in range(min(self.max_ngram, len(h)), 0, -1):
+            # The newest entry is the tail itself (its continuation is not written yet).
+            candidates = [p for p in self.index[n].get(tuple(h[-n:]), ()) if p < len(h)]
+            if not candidates:
+                continue
+            if len(candidates) > self.max_candidates:
+                candidates = candidates[-self.max_candidates :]
+            # Longest match wins; among equals, the latest (edits move forward through the source).
+            best = max(candidates, key=lambda p: (self._match_length(p), p))
+            self.cursor, self.run = best, self._match_length(best)
+            return
+
+    def propose(self, max_tokens: int) -> Draft | None:
+        if self.cursor is None or self.cursor >= len(self.history):
+            self._resynchronise()
+        if self.cursor is None or self.cursor >= len(self.history):
+            self.cursor, self.run = None, 0
+            return None
+        tokens = self.history[self.cursor : self.cursor + max_tokens]
+        return Draft(tokens=tokens, origin="lookup", kind=match_kind(self.run), copied_from=self.cursor)
+
+
+class DraftModelDrafter:
+    """Drafts with a small model. Greedy drafts are point masses; sampled drafts carry their q."""
+
+    def __init__(
+        self,
+        backend,
+        policy: DraftLengthPolicy,
+        temperature: float = 0.0,
+        top_p: float = 1.0,
+        seed: int | None = None,
+        min_probability: float = 0.3,
+    ):
+        self.backend = backend
+        self.policy = policy
+        self.temperature = temperature
+        self.top_p = top_p
+        self.rng = np.random.default_rng(seed)
+        self.min_probability = min_probability
+        self.history: list[int] = []
+
+    def start(self, prompt: Sequence[int]) -> None:
+        self.history = list(prompt)
+        self.backend.prefill(self.history)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        self.history.extend(tokens)
+
+    def _logits_after_history(self) -> np.ndarray:
+        cached = self.backend.tokens
+        common = 0
+        limit = min(len(cached), len(self.history) - 1)  # always re-evaluate at least the last token
+        while common < limit and cached[common] == self.history[common]:
+            common += 1
+        self.backend.truncate(common)
+        return self.backend.evaluate(self.history[common:])[-1]
+
+    def propose(self, max_tokens: int) -> Draft | None:
+        k = min(max_tokens, self.policy.choose("model", max_tokens))
+        if k <= 0:
+            return None
+        tokens: list[int] = []
+        qs: list[np.ndarray] = []
+        logits = self._logits_after_history()
+        while True:
+            if self.temperature > 0:
+                q = target_distribution(logits, self.temperature, self.top_p)
+                tok = int(self.rng.choice(len(q), p=q))
+                qs.append(q)
+            else:
+                shifted = np.exp(logits - logits.max())
+                tok = int(np.argmax(logits))
+                if shifted[tok] / shifted.sum() < self.min_probability:
+                    break  # not confident: verifying this token would probably be wasted work
+            tokens.append(tok)
+            if len(tokens) >= k or self.backend.is_end_of_generation(tok):
+                break
+            logits = self.backend.evaluate([tok])[-1]
+        if not tokens:
+            return None
+        q_array = np.stack(qs) if qs else None
+        return Draft(tokens=tokens, origin="model", kind="model", q=q_array)
+
+
+class CombinedDrafter:
+    """Prompt lookup first; the draft model only where lookup offers nothing the policy would verify."""
+
+    def __init__(self, lookup: PromptLookupDrafter, model: DraftModelDrafter, policy: DraftLengthPolicy):
+        self.lookup, self.model, self.policy = lookup, model, policy
+
+    def start(self, prompt: Sequence[int]) -> None:
+        self.lookup.start(prompt)
+        self.model.start(prompt)
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        self.lookup.extend(tokens)
+        self.model.extend(tokens)
+
+    def propose(self, max_tokens: int) -> Draft | None:
+        draft = self.lookup.propose(max_tokens)
+        if draft is not None and self.policy.choose(draft.kind, len(draft.tokens)) > 0:
+            return draft
+        return self.model.propose(max_tokens)

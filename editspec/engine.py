@@ -1,0 +1,230 @@
+"""The speculative decoding loop: a pure function over a backend, a drafter and an acceptance rule.
+
+Nothing here prints or touches files. Text streams out through `on_tokens`; statistics come back in the
+result. The CLI, the language server and the benchmark all call `generate`.
+
+Cache invariant: the backend's KV cache always holds `prompt + output[:-1]`; the last emitted token is
+"pending" and is evaluated at the head of the next round, followed by the draft. One `evaluate` per round
+verifies the whole draft and yields the next token for free.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+
+
+class Backend(Protocol):
+    """A target model: a KV cache that grows by `evaluate` and shrinks by `truncate`."""
+
+    n_vocab: int
+
+    def prefill(self, tokens: Sequence[int]) -> np.ndarray:
+        """Make the cache hold exactly `tokens`; return the logits after the last one, shape (n_vocab,)."""
+
+    def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
+        """Append `tokens` to the cache; return logits after each of them, shape (len(tokens), n_vocab)."""
+
+    def truncate(self, n_tokens: int) -> None:
+        """Drop everything after the first `n_tokens` cached tokens."""
+
+    def is_end_of_generation(self, token: int) -> bool: ...
+
+
+@dataclass
+class Draft:
+    """Tokens proposed for the target to verify, and where they came from."""
+
+    tokens: list[int]
+    origin: str  # "lookup" (copied) or "model" (draft model)
+    kind: str  # the draft-length policy's bucket, e.g. "continue", "match8", "model"
+    copied_from: int | None = None  # index into the history (prompt + output) of the first copied token
+    q: np.ndarray | None = None  # draft-model distributions, shape (len(tokens), n_vocab); None = point mass
+
+
+class Drafter(Protocol):
+    def start(self, prompt: Sequence[int]) -> None:
+        """Begin a request whose history starts with `prompt`."""
+
+    def extend(self, tokens: Sequence[int]) -> None:
+        """The history grew by these emitted tokens."""
+
+    def propose(self, max_tokens: int) -> Draft | None:
+        """The longest useful draft (the policy shortens it), or None."""
+
+
+class DraftLengthPolicy(Protocol):
+    def choose(self, kind: str, available: int) -> int:
+        """How many of `available` drafted tokens of this kind to verify (0 = a plain decoding step)."""
+
+    def update(self, kind: str, n_verified: int, n_accepted: int) -> None: ...
+
+
+class AcceptanceRule(Protocol):
+    def first_token(self, logits: np.ndarray) -> int: ...
+
+    def verify(self, rows: np.ndarray, draft: Sequence[int], q: np.ndarray | None) -> tuple[int, int]:
+        """Given target logits after the pending token and after each draft token, return
+        (number of draft tokens accepted, the token the target emits next)."""
+
+
+@dataclass
+class Round:
+    """One target pass: what was drafted, how much of it survived, and what the target said instead."""
+
+    drafted: list[int]
+    accepted: int
+    origin: str | None
+    copied_from: int | None
+    next_token: int  # the target's own token: the correction at the first mismatch, or the bonus
+    seconds: float
+
+
+@dataclass
+class Stats:
+    prompt_tokens: int = 0
+    generated_tokens: int = 0
+    target_passes: int = 0
+    drafted_tokens: int = 0
+    accepted_tokens: int = 0
+    prefill_seconds: float = 0.0
+    decode_seconds: float = 0.0
+    stop_reason: str = ""
+    rounds: list[Round] = field(default_factory=list)
+
+    @property
+    def acceptance_rate(self) -> float:
+        return self.accepted_tokens / self.drafted_tokens if self.drafted_tokens else 0.0
+
+    @property
+    def tokens_per_pass(self) -> float:
+        return self.generated_tokens / self.target_passes if self.target_passes else 0.0
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        # The first token comes out of the prefill; decoding makes the rest.
+        n = self.generated_tokens - 1
+        return n / self.decode_seconds if self.decode_seconds > 0 and n > 0 else 0.0
+
+    def summary(self) -> dict:
+        return {
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "target_passes": self.target_passes,
+            "drafted_tokens": self.drafted_tokens,
+            "accepted_tokens": self.accepted_tokens,
+            "acceptance_rate": round(self.acceptance_rate, 4),
+            "tokens_per_pass": round(self.tokens_per_pass, 3),
+            "prefill_seconds": round(self.prefill_seconds, 4),
+            "decode_seconds": round(self.decode_seconds, 4),
+            "decode_tokens_per_second": round(self.decode_tokens_per_second, 2),
+            "stop_reason": self.stop_reason,
+        }
+
+
+@dataclass
+class Generation:
+    tokens: list[int]
+    stats: Stats
+
+
+# Called with the newly emitted tokens and the round that produced them (None for the first token).
+# Returning True stops generation (cancellation).
+TokenCallback = Callable[[list[int], Round | None], bool | None]
+# Called after each emitted token with the output so far; True means "done, keep this token".
+StopCondition = Callable[[list[int]], bool]
+
+
+def generate(
+    backend: Backend,
+    prompt: Sequence[int],
+    acceptance: AcceptanceRule,
+    *,
+    drafter: Drafter | None = None,
+    policy: DraftLengthPolicy | None = None,
+    max_tokens: int = 512,
+    max_draft: int = 32,
+    stop: StopCondition | None = None,
+    on_tokens: TokenCallback | None = None,
+    clock: Callable[[], float] = time.perf_counter,
+) -> Generation:
+    """Generate up to `max_tokens` tokens after `prompt`, speculating with `drafter` when one is given.
+
+    Without a drafter (or when the policy picks length 0) each round is one plain decoding step, so
+    `--no-speculation` runs the very same code path.
+    """
+    if not prompt:
+        raise ValueError("the prompt is empty")
+    stats = Stats(prompt_tokens=len(prompt))
+    out: list[int] = []
+
+    def emit(new: list[int], rnd: Round | None) -> bool:
+        """Append tokens until a stop condition; return True when generation is over."""
+        kept: list[int] = []
+        done = False
+        for tok in new:
+            if backend.is_end_of_generation(tok):
+                stats.stop_reason, done = "end_of_generation", True
+                break
+            kept.append(tok)
+            out.append(tok)
+            if stop is not None and stop(out):
+                stats.stop_reason, done = "stop", True
+                break
+            if len(out) >= max_tokens:
+                stats.stop_reason, done = "max_tokens", True
+                break
+        if kept and drafter is not None and not done:
+            drafter.extend(kept)
+        if on_tokens is not None and (kept or rnd is not None) and on_tokens(kept, rnd):
+            stats.stop_reason, done = "cancelled", True
+        return done
+
+    t0 = clock()
+    logits = backend.prefill(prompt)
+    if drafter is not None:
+        drafter.start(prompt)
+    first = acceptance.first_token(logits)
+    stats.prefill_seconds = clock() - t0
+    stats.target_passes = 1
+    done = max_tokens <= 0 or emit([first], None)
+
+    t_decode = clock()
+    while not done:
+        t_round = clock()
+        draft = drafter.propose(max_draft) if drafter is not None else None
+        k = 0
+        if draft is not None and draft.tokens:
+            k = min(len(draft.tokens), max_draft, max_tokens - len(out))
+            if policy is not None:
+                k = min(k, policy.choose(draft.kind, k))
+        drafted = draft.tokens[:k] if draft is not None else []
+        rows = backend.evaluate([out[-1], *drafted])
+        q = draft.q[:k] if (draft is not None and draft.q is not None) else None
+        n_accepted, next_token = acceptance.verify(rows, drafted, q)
+        # Keep the pending token and the accepted drafts; the rejected tail leaves the cache.
+        backend.truncate(len(prompt) + len(out) + n_accepted)
+        if draft is not None and policy is not None and k > 0:
+            policy.update(draft.kind, k, n_accepted)
+
+        stats.target_passes += 1
+        stats.drafted_tokens += k
+        stats.accepted_tokens += n_accepted
+        rnd = Round(
+            drafted=list(drafted),
+            accepted=n_accepted,
+            origin=draft.origin if k else None,
+            copied_from=draft.copied_from if k else None,
+            next_token=next_token,
+            seconds=clock() - t_round,
+        )
+        stats.rounds.append(rnd)
+        done = emit([*drafted[:n_accepted], next_token], rnd)
+
+    stats.decode_seconds = clock() - t_decode
+    stats.generated_tokens = len(out)
+    return Generation(tokens=out, stats=stats)

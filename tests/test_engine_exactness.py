@@ -1,0 +1,166 @@
+"""Speculative greedy decoding equals plain greedy decoding, for every drafter and draft length."""
+
+import numpy as np
+import pytest
+
+from editspec.acceptance import GreedyAcceptance
+from editspec.drafters import CombinedDrafter, DraftModelDrafter, PromptLookupDrafter
+from editspec.engine import generate
+from editspec.policy import AdaptiveDraftLength, FixedDraftLength
+from tests.fakes import FakeBackend
+
+VERIFY_COST = [0.0] + [1.0 + 0.25 * (m - 1) for m in range(1, 40)]
+
+
+def plain(backend, prompt, n):
+    return generate(backend, prompt, GreedyAcceptance(), max_tokens=n).tokens
+
+
+def sources():
+    rng = np.random.default_rng(7)
+    random = list(rng.integers(1, 40, size=60))
+    return {
+        "random": random,
+        "empty": [],
+        "repeated": [3, 4, 5, 6] * 15,
+        "single_token": [9] * 30,
+    }
+
+
+def policies():
+    return {
+        "fixed1": lambda: FixedDraftLength(1),
+        "fixed3": lambda: FixedDraftLength(3),
+        "fixed8": lambda: FixedDraftLength(8),
+        "fixed32": lambda: FixedDraftLength(32),
+        "adaptive": lambda: AdaptiveDraftLength(VERIFY_COST),
+    }
+
+
+@pytest.mark.parametrize("source_name", list(sources()))
+@pytest.mark.parametrize("policy_name", list(policies()))
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_lookup_greedy_equals_plain(source_name, policy_name, seed):
+    source = sources()[source_name]
+    prompt = [1, 2, *source]  # the source ends the prompt: copies run into its end
+    backend = FakeBackend(seed=seed, source=source)
+    expected = plain(backend, prompt, 80)
+    result = generate(
+        backend,
+        prompt,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=policies()[policy_name](),
+        max_tokens=80,
+    )
+    assert result.tokens == expected
+    assert backend.tokens == (prompt + result.tokens)[: len(backend.tokens)]
+
+
+@pytest.mark.parametrize("policy_name", ["fixed1", "fixed8", "adaptive"])
+@pytest.mark.parametrize("seed", [0, 3])
+def test_draft_model_and_combined_greedy_equal_plain(policy_name, seed):
+    source = sources()["random"]
+    prompt = [1, 2, *source]
+    target = FakeBackend(seed=seed, source=source)
+    expected = plain(target, prompt, 60)
+    for combined in (False, True):
+        policy = policies()[policy_name]()
+        # A draft model that agrees with the target often but not always: same table, weaker copy bias.
+        draft_backend = FakeBackend(seed=seed, source=source, copy_bias=1.0)
+        model = DraftModelDrafter(draft_backend, policy, min_probability=0.0)
+        drafter = CombinedDrafter(PromptLookupDrafter(), model, policy) if combined else model
+        result = generate(target, prompt, GreedyAcceptance(), drafter=drafter, policy=policy, max_tokens=60)
+        assert result.tokens == expected, f"combined={combined}"
+        assert result.stats.drafted_tokens > 0
+
+
+def test_speculation_saves_passes_when_copying():
+    source = list(np.random.default_rng(1).integers(1, 40, size=80))
+    prompt = [1, 2, *source, 1, 2]
+    backend = FakeBackend(seed=0, source=source, copy_bias=50.0)  # the target copies the source
+    result = generate(
+        backend,
+        prompt,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=AdaptiveDraftLength(VERIFY_COST),
+        max_tokens=60,
+    )
+    assert result.stats.tokens_per_pass > 3
+    assert result.stats.acceptance_rate > 0.8
+
+
+def test_statistics_add_up():
+    source = sources()["random"]
+    backend = FakeBackend(seed=4, source=source)
+    result = generate(
+        backend,
+        [1, *source],
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=FixedDraftLength(4),
+        max_tokens=50,
+    )
+    s = result.stats
+    assert s.generated_tokens == len(result.tokens) == 50
+    assert s.target_passes == len(s.rounds) + 1
+    assert s.drafted_tokens == sum(len(r.drafted) for r in s.rounds)
+    assert s.accepted_tokens == sum(r.accepted for r in s.rounds)
+    assert all(0 <= r.accepted <= len(r.drafted) for r in s.rounds)
+    # Every round emits its accepted drafts plus the target's own token (the last may be cut by the cap).
+    assert sum(r.accepted + 1 for r in s.rounds) >= s.generated_tokens - 1
+    for r in s.rounds:
+        if r.origin == "lookup":
+            copied = ([1, *source] + result.tokens)[r.copied_from : r.copied_from + len(r.drafted)]
+            assert copied == r.drafted
+
+
+def test_stop_condition_end_token_and_cancel():
+    source = sources()["random"]
+    prompt = [1, *source]
+    backend = FakeBackend(seed=5, source=source)
+    full = plain(backend, prompt, 40)
+    stop_at = full[10]
+    first = full.index(stop_at)
+    result = generate(
+        backend,
+        prompt,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=FixedDraftLength(8),
+        max_tokens=40,
+        stop=lambda out: out[-1] == stop_at,
+    )
+    assert result.tokens == full[: first + 1]
+    assert result.stats.stop_reason == "stop"
+
+    ended = FakeBackend(seed=5, source=source, end_token=stop_at)
+    result = generate(
+        ended,
+        prompt,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=FixedDraftLength(8),
+        max_tokens=40,
+    )
+    assert result.tokens == full[:first]
+    assert result.stats.stop_reason == "end_of_generation"
+
+    seen = []
+    result = generate(
+        backend,
+        prompt,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=FixedDraftLength(8),
+        max_tokens=40,
+        on_tokens=lambda toks, rnd: seen.extend(toks) or len(seen) >= 5,
+    )
+    assert result.stats.stop_reason == "cancelled"
+    assert seen == result.tokens and 5 <= len(seen) < 40
+
+
+def test_empty_prompt_is_an_error():
+    with pytest.raises(ValueError, match="empty"):
+        generate(FakeBackend(), [], GreedyAcceptance())
