@@ -17,13 +17,7 @@ import numpy as np
 from .acceptance import target_distribution
 from .engine import Draft, DraftLengthPolicy
 
-# A draft's "kind" is the length of the match it continues, rounded down to one of these.
-MATCH_BUCKETS = (32, 16, 8, 4, 3, 2, 1)
-MAX_MATCH_CHECK = 32
-
-
-def match_kind(match_length: int) -> str:
-    return f"match{next(b for b in MATCH_BUCKETS if match_length >= b)}"
+MAX_MATCH_CHECK = 32  # a longer match says no more about the next token than a 32-token one
 
 
 class PromptLookupDrafter:
@@ -93,7 +87,7 @@ class PromptLookupDrafter:
             self.cursor, self.run = None, 0
             return None
         tokens = self.history[self.cursor : self.cursor + max_tokens]
-        return Draft(tokens=tokens, origin="lookup", kind=match_kind(self.run), copied_from=self.cursor)
+        return Draft(tokens=tokens, origin="lookup", run=self.run, copied_from=self.cursor)
 
 
 class DraftModelDrafter:
@@ -133,7 +127,7 @@ class DraftModelDrafter:
         return self.backend.evaluate(self.history[common:])[-1]
 
     def propose(self, max_tokens: int) -> Draft | None:
-        k = min(max_tokens, self.policy.choose("model", max_tokens))
+        k = min(max_tokens, self.policy.choose("model", 0, max_tokens))
         if k <= 0:
             return None
         tokens: list[int] = []
@@ -156,7 +150,7 @@ class DraftModelDrafter:
         if not tokens:
             return None
         q_array = np.stack(qs) if qs else None
-        return Draft(tokens=tokens, origin="model", kind="model", q=q_array)
+        return Draft(tokens=tokens, origin="model", q=q_array)
 
 
 class CombinedDrafter:
@@ -175,6 +169,6 @@ class CombinedDrafter:
 
     def propose(self, max_tokens: int) -> Draft | None:
         draft = self.lookup.propose(max_tokens)
-        if draft is not None and self.policy.choose(draft.kind, len(draft.tokens)) > 0:
+        if draft is not None and self.policy.choose(draft.origin, draft.run, len(draft.tokens)) > 0:
             return draft
         return self.model.propose(max_tokens)

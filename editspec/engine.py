@@ -41,7 +41,7 @@ class Draft:
 
     tokens: list[int]
     origin: str  # "lookup" (copied) or "model" (draft model)
-    kind: str  # the draft-length policy's bucket, e.g. "continue", "match8", "model"
+    run: int = 0  # how many tokens before the draft already matched where it was copied from
     copied_from: int | None = None  # index into the history (prompt + output) of the first copied token
     q: np.ndarray | None = None  # draft-model distributions, shape (len(tokens), n_vocab); None = point mass
 
@@ -58,10 +58,10 @@ class Drafter(Protocol):
 
 
 class DraftLengthPolicy(Protocol):
-    def choose(self, kind: str, available: int) -> int:
-        """How many of `available` drafted tokens of this kind to verify (0 = a plain decoding step)."""
+    def choose(self, kind: str, run: int, available: int) -> int:
+        """How many of `available` drafted tokens to verify (0 = a plain decoding step)."""
 
-    def update(self, kind: str, n_verified: int, n_accepted: int) -> None: ...
+    def update(self, kind: str, run: int, n_verified: int, n_accepted: int) -> None: ...
 
 
 class AcceptanceRule(Protocol):
@@ -201,15 +201,18 @@ def generate(
         if draft is not None and draft.tokens:
             k = min(len(draft.tokens), max_draft, max_tokens - len(out))
             if policy is not None:
-                k = min(k, policy.choose(draft.kind, k))
+                k = min(k, policy.choose(draft.origin, draft.run, k))
         drafted = draft.tokens[:k] if draft is not None else []
         rows = backend.evaluate([out[-1], *drafted])
         q = draft.q[:k] if (draft is not None and draft.q is not None) else None
         n_accepted, next_token = acceptance.verify(rows, drafted, q)
         # Keep the pending token and the accepted drafts; the rejected tail leaves the cache.
         backend.truncate(len(prompt) + len(out) + n_accepted)
-        if draft is not None and policy is not None and k > 0:
-            policy.update(draft.kind, k, n_accepted)
+        if draft is not None and draft.tokens and policy is not None:
+            if k > 0:
+                policy.update(draft.origin, draft.run, k, n_accepted)
+            else:  # nothing verified, but the emitted token shows whether the draft would have started right
+                policy.update(draft.origin, draft.run, 1, int(draft.tokens[0] == next_token))
 
         stats.target_passes += 1
         stats.drafted_tokens += k

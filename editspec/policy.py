@@ -1,29 +1,36 @@
 """Adaptive draft length: verify as many drafted tokens as pays for itself, right now.
 
-On a CPU verifying is not free (one pass over 16 tokens costs ~5 plain steps here), so the length comes
-from two things: the measured cost of a target pass over m tokens, and the acceptance rate α expected for
-this kind of draft (estimated online, per kind, with forgetting). With α per token and k drafted tokens a
-pass yields (1 - α^(k+1)) / (1 - α) tokens on average; we pick the k (0 = a plain step) with the most
-tokens per second.
+On a CPU verifying is not free (here a pass over 16 tokens costs about 8 plain steps), so the length comes
+from two things:
+- the measured cost of one target pass over m tokens (`calibration`), and
+- how likely each drafted token is to be accepted. For a copied draft that depends mostly on how long the
+  copy has held so far: right after a change a match of one or two tokens is a guess, while a copy that
+  has run for 30 tokens usually keeps going. So acceptance is estimated per token as a function of the
+  match length in front of that token, learned online from every verified token and also from rounds
+  that drafted nothing (the emitted token shows whether the draft's first token was right, for free).
+With a(r) the acceptance of a token preceded by a match of r tokens, a draft continuing a run of r yields
+1 + sum_j prod_{i<=j} a(r + i - 1) tokens per pass on average; we pick the k (0 = a plain step) with the
+most tokens per second.
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Sequence
 
-# Prior acceptance per kind of draft, before any evidence: longer matches copy more reliably.
-PRIOR_ACCEPTANCE = {
-    "match1": 0.3,
-    "match2": 0.45,
-    "match3": 0.55,
-    "match4": 0.65,
-    "match8": 0.75,
-    "match16": 0.85,
-    "match32": 0.9,
-    "model": 0.6,
-}
-PRIOR_WEIGHT = 4.0  # how many tokens of evidence the prior is worth
-FORGETTING = 0.9  # per update: recent rounds count most, since acceptance changes near an edit
+# Match lengths are grouped: 0, 1, 2, 3, 4-5, 6-7, 8-11, 12-15, 16-23, 24-31, 32-47, 48-63, 64+.
+RUN_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
+PRIOR_WEIGHT = 2.0  # tokens of evidence the prior is worth; real observations soon dominate
+FORGETTING = 0.995  # per observed token: acceptance drifts as generation moves through the file
+
+
+def run_bucket(run: int) -> int:
+    return bisect.bisect_right(RUN_BUCKETS, run) - 1
+
+
+def prior_acceptance(run: int) -> float:
+    """Before any evidence: a one-token match is a coin flip, a long copy usually holds."""
+    return min(0.9, 0.4 + 0.05 * run)
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -35,38 +42,57 @@ def expected_tokens(alpha: float, k: int) -> float:
 
 class AdaptiveDraftLength:
     def __init__(self, verify_seconds: Sequence[float], draft_step_seconds: float = 0.0):
-        """`verify_seconds[m]` is the cost of one target pass over m tokens (index 0 unused)."""
+        """`verify_seconds[m]` is the cost of one target pass over m tokens (index 0 unused);
+        `draft_step_seconds` the cost of one draft-model step, paid per model-drafted token."""
         if len(verify_seconds) < 2:
             raise ValueError("need the cost of at least a one-token pass")
         self.verify_seconds = list(verify_seconds)
         self.draft_step_seconds = draft_step_seconds
-        self.successes: dict[str, float] = {}
-        self.trials: dict[str, float] = {}
+        n = len(RUN_BUCKETS)
+        self.successes = [prior_acceptance(RUN_BUCKETS[b]) * PRIOR_WEIGHT for b in range(n)]
+        self.trials = [PRIOR_WEIGHT] * n
+        self.model_successes, self.model_trials = 0.6 * PRIOR_WEIGHT, PRIOR_WEIGHT
 
     @property
     def max_length(self) -> int:
         return len(self.verify_seconds) - 2
 
-    def alpha(self, kind: str) -> float:
-        prior = PRIOR_ACCEPTANCE.get(kind, 0.5)
-        s, t = self.successes.get(kind, 0.0), self.trials.get(kind, 0.0)
-        return (s + prior * PRIOR_WEIGHT) / (t + PRIOR_WEIGHT)
+    def acceptance(self, run: int) -> float:
+        b = run_bucket(run)
+        return self.successes[b] / self.trials[b]
 
-    def choose(self, kind: str, available: int) -> int:
-        alpha = self.alpha(kind)
-        per_draft = self.draft_step_seconds if kind == "model" else 0.0
+    def _best(self, survival: Sequence[float], per_draft_seconds: float) -> int:
         best_k, best_rate = 0, 1.0 / self.verify_seconds[1]
-        for k in range(1, min(available, self.max_length) + 1):
-            rate = expected_tokens(alpha, k) / (self.verify_seconds[k + 1] + k * per_draft)
+        expected = 1.0
+        for k, s in enumerate(survival, start=1):
+            expected += s
+            rate = expected / (self.verify_seconds[k + 1] + k * per_draft_seconds)
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k
 
-    def update(self, kind: str, n_verified: int, n_accepted: int) -> None:
-        # Each draft token up to the first rejection is one trial; a full accept has no failure.
-        failures = 1 if n_accepted < n_verified else 0
-        self.successes[kind] = self.successes.get(kind, 0.0) * FORGETTING + n_accepted
-        self.trials[kind] = self.trials.get(kind, 0.0) * FORGETTING + n_accepted + failures
+    def choose(self, kind: str, run: int, available: int) -> int:
+        limit = min(available, self.max_length)
+        if kind == "model":
+            alpha = self.model_successes / self.model_trials
+            return self._best([alpha**j for j in range(1, limit + 1)], self.draft_step_seconds)
+        survival, s = [], 1.0
+        for j in range(limit):
+            s *= self.acceptance(run + j)
+            survival.append(s)
+        return self._best(survival, 0.0)
+
+    def update(self, kind: str, run: int, n_verified: int, n_accepted: int) -> None:
+        """Record a verified draft (or, with n_verified=1, a draft's first token checked for free)."""
+        outcomes = [True] * n_accepted + ([False] if n_accepted < n_verified else [])
+        if kind == "model":
+            self.model_successes = self.model_successes * FORGETTING ** len(outcomes) + n_accepted
+            self.model_trials = self.model_trials * FORGETTING ** len(outcomes) + len(outcomes)
+            return
+        for j, accepted in enumerate(outcomes):
+            b = run_bucket(run + j)
+            self.successes[b] = self.successes[b] * FORGETTING + accepted
+            self.trials[b] = self.trials[b] * FORGETTING + 1.0
 
 
 class FixedDraftLength:
@@ -75,8 +101,8 @@ class FixedDraftLength:
     def __init__(self, k: int):
         self.k = k
 
-    def choose(self, kind: str, available: int) -> int:
+    def choose(self, kind: str, run: int, available: int) -> int:
         return min(self.k, available)
 
-    def update(self, kind: str, n_verified: int, n_accepted: int) -> None:
+    def update(self, kind: str, run: int, n_verified: int, n_accepted: int) -> None:
         pass

@@ -24,7 +24,7 @@ class FakeBackend:
         self.table = rng.normal(size=(vocab, vocab, vocab))
         # A pull towards continuing the source, so that copied drafts are often (not always) right.
         self.follows: dict[int, int] = {}
-        for a, b in zip(source, source[1:]):
+        for a, b in zip(source, source[1:], strict=False):
             self.follows.setdefault(a, b)
         self.copy_bias = copy_bias
         self.end_token = end_token

@@ -1,0 +1,207 @@
+"""The target (or draft) model through llama-cpp-python's low-level API.
+
+Why not the high-level `Llama` class: it cannot ask for logits at only some positions (prompt lookup in
+llama-cpp-python forces `logits_all=True`, computing and copying logits for every prompt token), and it
+hides `use_extra_bufts`. Here one `llama_decode` per round verifies the pending token plus the draft, with
+logits only at those positions, and the KV cache is rolled back with `llama_memory_seq_rm`, checked.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import llama_cpp.llama_cpp as L
+import numpy as np
+
+from .models import ModelError, extra_buffers_allowed, resolve_model_path
+
+_quiet_logger = None
+
+
+def _silence_llama_logs() -> None:
+    """llama.cpp prints hundreds of loading lines to stderr; keep only errors."""
+    global _quiet_logger
+    if _quiet_logger is None:
+
+        @ctypes.CFUNCTYPE(None, ctypes.c_int, ctypes.c_char_p, ctypes.c_void_p)
+        def _log(level, text, user_data):  # GGML_LOG_LEVEL_ERROR = 4
+            if level == 4 and os.environ.get("EDITSPEC_DEBUG"):
+                os.write(2, text)
+
+        _quiet_logger = _log
+        L.llama_log_set(_quiet_logger, ctypes.c_void_p(0))
+        L.llama_backend_init()
+
+
+class LlamaBackend:
+    def __init__(
+        self,
+        model_path: str | os.PathLike | None = None,
+        *,
+        n_ctx: int = 4096,
+        n_threads: int | None = None,
+        n_batch: int = 512,
+    ):
+        _silence_llama_logs()
+        self.path = resolve_model_path(model_path)
+        self.n_threads = n_threads or os.cpu_count() or 1
+        params = L.llama_model_default_params()
+        params.use_extra_bufts = extra_buffers_allowed()
+        self.model = L.llama_model_load_from_file(str(self.path).encode(), params)
+        if not self.model:
+            raise ModelError(
+                f"llama.cpp could not load {self.path}: is it a complete GGUF of a supported model?"
+            )
+        self.vocab = L.llama_model_get_vocab(self.model)
+        self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
+        ctx_params = L.llama_context_default_params()
+        ctx_params.n_ctx = n_ctx
+        ctx_params.n_batch = ctx_params.n_ubatch = n_batch
+        ctx_params.n_threads = ctx_params.n_threads_batch = self.n_threads
+        ctx_params.no_perf = True
+        # Flash attention off, as llama-cpp-python sets it: the same numerics as its plain decoding.
+        ctx_params.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED
+        self.ctx = L.llama_init_from_model(self.model, ctx_params)
+        if not self.ctx:
+            L.llama_model_free(self.model)
+            raise ModelError(f"llama.cpp could not create a context of {n_ctx} tokens for {self.path}")
+        self.n_ctx = L.llama_n_ctx(self.ctx)
+        self.n_batch = n_batch
+        self.memory = L.llama_get_memory(self.ctx)
+        self.batch = L.llama_batch_init(n_batch, 0, 1)
+        self.tokens: list[int] = []  # what the KV cache holds
+        self._pieces: dict[int, bytes] = {}
+
+    # -- the Backend protocol ------------------------------------------------------------------
+
+    def prefill(self, tokens: Sequence[int]) -> np.ndarray:
+        """Make the cache hold `tokens`, keeping any prefix it already holds (decided on the tokens)."""
+        tokens = list(tokens)
+        if not tokens:
+            raise ValueError("cannot prefill an empty prompt")
+        common = 0
+        limit = min(len(self.tokens), len(tokens) - 1)  # re-evaluate at least the last token for its logits
+        while common < limit and self.tokens[common] == tokens[common]:
+            common += 1
+        self.truncate(common)
+        rest = tokens[common:]
+        for start in range(0, len(rest), self.n_batch):
+            chunk = rest[start : start + self.n_batch]
+            is_last = start + self.n_batch >= len(rest)
+            logits = self._decode(chunk, "last" if is_last else "none")
+        return logits[-1]
+
+    def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
+        if len(tokens) > self.n_batch:
+            raise ValueError(f"cannot verify {len(tokens)} tokens in one pass (batch size {self.n_batch})")
+        return self._decode(list(tokens), "all")
+
+    def truncate(self, n_tokens: int) -> None:
+        if n_tokens >= len(self.tokens):
+            return
+        if not L.llama_memory_seq_rm(self.memory, 0, n_tokens, -1):
+            raise RuntimeError(f"llama.cpp refused to roll the KV cache back to {n_tokens} tokens")
+        del self.tokens[n_tokens:]
+        last = L.llama_memory_seq_pos_max(self.memory, 0)
+        if last != n_tokens - 1:
+            raise RuntimeError(f"KV cache rollback left position {last}, expected {n_tokens - 1}")
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return bool(L.llama_vocab_is_eog(self.vocab, token))
+
+    # -- the rest ------------------------------------------------------------------------------
+
+    def _decode(self, tokens: list[int], logits_for: str) -> np.ndarray:
+        n, start = len(tokens), len(self.tokens)
+        if start + n > self.n_ctx:
+            raise ValueError(f"the context is full ({self.n_ctx} tokens): shorten the prompt or --max-tokens")
+        b = self.batch
+        b.n_tokens = n
+        for i, tok in enumerate(tokens):
+            b.token[i] = tok
+            b.pos[i] = start + i
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = 0
+            b.logits[i] = logits_for == "all" or (logits_for == "last" and i == n - 1)
+        rc = L.llama_decode(self.ctx, b)
+        if rc != 0:
+            raise RuntimeError(f"llama_decode failed with code {rc}")
+        self.tokens.extend(tokens)
+        rows = n if logits_for == "all" else (1 if logits_for == "last" else 0)
+        if rows == 0:
+            return np.empty((0, self.n_vocab), dtype=np.float32)
+        ptr = L.llama_get_logits(self.ctx)
+        return np.ctypeslib.as_array(ptr, shape=(rows, self.n_vocab)).copy()
+
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        data = text.encode("utf-8")
+        capacity = len(data) + 16
+        buf = (L.llama_token * capacity)()
+        n = L.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_special, parse_special)
+        if n < 0:
+            capacity = -n
+            buf = (L.llama_token * capacity)()
+            n = L.llama_tokenize(self.vocab, data, len(data), buf, capacity, add_special, parse_special)
+        return list(buf[:n])
+
+    def token_bytes(self, token: int) -> bytes:
+        piece = self._pieces.get(token)
+        if piece is None:
+            buf = ctypes.create_string_buffer(64)
+            n = L.llama_token_to_piece(self.vocab, token, buf, 64, 0, False)
+            if n < 0:
+                buf = ctypes.create_string_buffer(-n)
+                n = L.llama_token_to_piece(self.vocab, token, buf, -n, 0, False)
+            piece = self._pieces[token] = buf.raw[:n]
+        return piece
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def metadata(self, key: str) -> str | None:
+        buf = ctypes.create_string_buffer(1 << 16)
+        n = L.llama_model_meta_val_str(self.model, key.encode(), buf, len(buf))
+        return buf.value.decode("utf-8", errors="replace") if n >= 0 else None
+
+    def chat_template(self) -> str | None:
+        raw = L.llama_model_chat_template(self.model, None)
+        return raw.decode("utf-8") if raw else None
+
+    def token_text(self, token: int) -> str:
+        raw = L.llama_vocab_get_text(self.vocab, token)
+        return raw.decode("utf-8", errors="replace") if raw else ""
+
+    @property
+    def bos_token(self) -> int:
+        return L.llama_vocab_bos(self.vocab)
+
+    @property
+    def eos_token(self) -> int:
+        return L.llama_vocab_eos(self.vocab)
+
+    def identity(self) -> dict:
+        """What a calibration depends on: the model file and how many threads run it."""
+        stat = Path(self.path).stat()
+        return {
+            "model": str(self.path),
+            "size": stat.st_size,
+            "mtime": int(stat.st_mtime),
+            "threads": self.n_threads,
+            "context": "no-flash-attn/1",
+        }
+
+    def close(self) -> None:
+        if getattr(self, "ctx", None):
+            L.llama_batch_free(self.batch)
+            L.llama_free(self.ctx)
+            L.llama_model_free(self.model)
+            self.ctx = None
+
+    def __del__(self):
+        try:
+            self.close()
+        except Exception:
+            pass

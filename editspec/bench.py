@@ -1,0 +1,283 @@
+"""`editspec bench`: decoding methods side by side on CanItEdit edits and on a prompt with nothing to copy.
+
+Every method gets the same prompt tokens, the same stop (the closing code fence, or end of generation) and
+the same token cap; methods are interleaved per case, in a rotating order, so that machine noise hits all
+of them alike. Prefill (reading the prompt, up to the first token) and decode (the rest) are timed
+separately: speculation only shortens decoding, so speed-ups are decode-only tokens per second.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import statistics
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from . import prompts
+from .backend import LlamaBackend
+from .decoding import Decoder, DecodeOptions
+from .models import extra_buffers_allowed
+
+METHODS = (
+    "plain",
+    "llama_cpp_pld10",
+    "llama_cpp_pld2",
+    "editspec_plain",
+    "editspec_lookup",
+    "editspec_draft_model",
+)
+STORY = "Write a short story about a lighthouse keeper who finds a message in a bottle."
+DATA_ENV = "EDITSPEC_BENCH_DATA"
+
+
+def find_data(path: str | None) -> Path:
+    candidates = (
+        [path]
+        if path
+        else [
+            os.environ.get(DATA_ENV),
+            "../shared/bench/canitedit.jsonl",
+            Path(__file__).resolve().parents[2] / "shared/bench/canitedit.jsonl",
+        ]
+    )
+    for c in candidates:
+        if c and Path(c).is_file():
+            return Path(c)
+    raise FileNotFoundError(
+        f"CanItEdit data not found (looked at {', '.join(str(c) for c in candidates if c)}): "
+        f"pass --data PATH or set ${DATA_ENV}"
+    )
+
+
+@dataclass
+class Run:
+    tokens: list[int]
+    prefill_seconds: float
+    decode_seconds: float
+    target_passes: int | None = None
+    drafted: int | None = None
+    accepted: int | None = None
+
+    @property
+    def decode_tokens_per_second(self) -> float:
+        n = len(self.tokens) - 1
+        return n / self.decode_seconds if n > 0 and self.decode_seconds > 0 else 0.0
+
+    def record(self, plain_tokens: list[int] | None) -> dict:
+        return {
+            "tokens": len(self.tokens),
+            "prefill_seconds": round(self.prefill_seconds, 4),
+            "decode_seconds": round(self.decode_seconds, 4),
+            "seconds": round(self.prefill_seconds + self.decode_seconds, 4),
+            "tokens_per_s": round(self.decode_tokens_per_second, 2),
+            "target_passes": self.target_passes,
+            "drafted": self.drafted,
+            "accepted": self.accepted,
+            "same_as_plain": None if plain_tokens is None else self.tokens == plain_tokens,
+        }
+
+
+@contextlib.contextmanager
+def _llama_cpp_model_params_patched() -> Iterator[None]:
+    """`Llama` does not expose use_extra_bufts; switch it off while loading on CPUs where it crashes."""
+    import llama_cpp.llama_cpp as L
+
+    if extra_buffers_allowed():
+        yield
+        return
+    original = L.llama_model_default_params
+
+    def patched():
+        params = original()
+        params.use_extra_bufts = False
+        return params
+
+    L.llama_model_default_params = patched
+    try:
+        yield
+    finally:
+        L.llama_model_default_params = original
+
+
+def load_llama_cpp(model_path: Path, n_ctx: int, threads: int, pld_tokens: int | None):
+    from llama_cpp import Llama
+    from llama_cpp.llama_speculative import LlamaPromptLookupDecoding
+
+    draft = LlamaPromptLookupDecoding(num_pred_tokens=pld_tokens) if pld_tokens else None
+    with _llama_cpp_model_params_patched():
+        # With a draft model Llama forces logits for every token but sizes its score buffer from the
+        # logits_all argument (a prompt longer than n_batch then fails), so say it explicitly.
+        return Llama(
+            str(model_path),
+            n_ctx=n_ctx,
+            n_threads=threads,
+            n_threads_batch=threads,
+            n_batch=512,
+            draft_model=draft,
+            logits_all=draft is not None,
+            verbose=False,
+        )
+
+
+def run_llama_cpp(
+    llm, prompt: list[int], max_tokens: int, stop: Callable[[list[int]], bool], is_end: Callable[[int], bool]
+) -> Run:
+    """llama-cpp-python's own loop (`Llama.generate`, what create_completion streams from), greedy."""
+    llm.reset()  # a cold prefill, like every other method
+    out: list[int] = []
+    t0 = time.perf_counter()
+    t_first = None
+    for tok in llm.generate(prompt, temp=0.0, repeat_penalty=1.0, reset=True):
+        if t_first is None:
+            t_first = time.perf_counter()
+        if is_end(tok):
+            break
+        out.append(tok)
+        if stop(out) or len(out) >= max_tokens:
+            break
+    t_end = time.perf_counter()
+    t_first = t_first or t_end
+    return Run(out, t_first - t0, t_end - t_first, target_passes=None)
+
+
+def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop) -> Run:
+    decoder.backend.truncate(0)  # a cold prefill, like every other method
+    g = decoder.decode(prompt, stop=stop, max_tokens=max_tokens)
+    s = g.stats
+    return Run(
+        g.tokens, s.prefill_seconds, s.decode_seconds, s.target_passes, s.drafted_tokens, s.accepted_tokens
+    )
+
+
+@dataclass
+class Case:
+    name: str
+    prompt: list[int]
+    max_tokens: int
+    fenced: bool  # stop at the closing code fence
+
+
+def canitedit_cases(backend: LlamaBackend, data: Path, limit: int | None) -> list[Case]:
+    cases = []
+    for line in data.read_text().splitlines():
+        if not line.strip():
+            continue
+        row = json.loads(line)
+        text = prompts.edit_prompt(backend, row["before"], row["instruction_descriptive"])
+        prompt = backend.tokenize(text)
+        before_tokens = len(backend.tokenize(row["before"]))
+        max_tokens = min(768, int(before_tokens * 1.5) + 64)
+        if len(prompt) + max_tokens + 40 > backend.n_ctx:
+            continue
+        cases.append(Case(f"canitedit/{row['id']}-{row['name']}", prompt, max_tokens, fenced=True))
+        if limit is not None and len(cases) >= limit:
+            break
+    return cases
+
+
+def run_benchmark(
+    *,
+    model: str | None = None,
+    draft_model: str | None = None,
+    data: str | None = None,
+    limit: int | None = 12,
+    threads: int | None = None,
+    methods=METHODS,
+    n_ctx: int = 4096,
+    progress: Callable[[str], None] = lambda msg: None,
+) -> dict:
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+    data_path = find_data(data)
+    backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
+    threads = backend.n_threads
+    progress("calibrating verify cost (cached after the first run)")
+    runners: dict[str, Callable[[Case, Callable], Run]] = {}
+    lookup = Decoder(backend, DecodeOptions())
+    plain_engine = Decoder(backend, DecodeOptions(speculate=False))
+    is_end = backend.is_end_of_generation
+    for name in methods:
+        if name == "plain":
+            llm = load_llama_cpp(backend.path, n_ctx, threads, None)
+            runners[name] = lambda c, stop, llm=llm: run_llama_cpp(llm, c.prompt, c.max_tokens, stop, is_end)
+        elif name.startswith("llama_cpp_pld"):
+            llm = load_llama_cpp(backend.path, n_ctx, threads, int(name.removeprefix("llama_cpp_pld")))
+            runners[name] = lambda c, stop, llm=llm: run_llama_cpp(llm, c.prompt, c.max_tokens, stop, is_end)
+        elif name == "editspec_plain":
+            runners[name] = lambda c, stop: run_editspec(plain_engine, c.prompt, c.max_tokens, stop)
+        elif name == "editspec_lookup":
+            runners[name] = lambda c, stop: run_editspec(lookup, c.prompt, c.max_tokens, stop)
+        elif name == "editspec_draft_model":
+            # Without --draft-model the bundled model drafts for itself: correct, but it cannot be faster.
+            draft_backend = LlamaBackend(draft_model or backend.path, n_ctx=n_ctx, n_threads=threads)
+            with_model = Decoder(backend, DecodeOptions(), draft_backend=draft_backend)
+            runners[name] = lambda c, stop, d=with_model: run_editspec(d, c.prompt, c.max_tokens, stop)
+
+    def stop_for(case: Case):
+        if case.fenced:
+            return prompts.FenceStop(backend)
+        return lambda out: False
+
+    def run_case(case: Case, index: int) -> dict:
+        order = list(methods[index % len(methods) :]) + list(methods[: index % len(methods)])
+        runs = {name: runners[name](case, stop_for(case)) for name in order}
+        reference = runs["plain"].tokens if "plain" in runs else None
+        record = {
+            "case": case.name,
+            "prompt_tokens": len(case.prompt),
+            "max_tokens": case.max_tokens,
+            "methods": {name: runs[name].record(reference) for name in methods},
+        }
+        if reference is not None:
+            base = runs["plain"].decode_tokens_per_second
+            for name in methods:
+                rate = runs[name].decode_tokens_per_second
+                record["methods"][name]["speedup_vs_plain"] = round(rate / base, 3) if base else None
+        return record
+
+    cases = canitedit_cases(backend, data_path, limit)
+    results = []
+    for i, case in enumerate(cases):
+        progress(f"[{i + 1}/{len(cases)}] {case.name} ({len(case.prompt)} prompt tokens)")
+        results.append(run_case(case, i))
+        progress(_case_line(results[-1], methods))
+    progress("story prompt (nothing to copy)")
+    story_prompt = backend.tokenize(prompts.chat_prompt(backend, STORY))
+    story = run_case(Case("story", story_prompt, 256, fenced=False), 0)
+
+    summary = {}
+    for name in methods:
+        rates = [r["methods"][name]["tokens_per_s"] for r in results]
+        speedups = [r["methods"][name].get("speedup_vs_plain") for r in results]
+        speedups = [s for s in speedups if s is not None]
+        same = [r["methods"][name]["same_as_plain"] for r in results]
+        summary[name] = {
+            "median_speedup_vs_plain": round(statistics.median(speedups), 3) if speedups else None,
+            "median_tokens_per_s": round(statistics.median(rates), 2) if rates else None,
+            "median_prefill_seconds": round(
+                statistics.median(r["methods"][name]["prefill_seconds"] for r in results), 4
+            )
+            if results
+            else None,
+            "same_as_plain": sum(1 for s in same if s),
+            "cases": len(results),
+        }
+    return {
+        "machine": {"threads": threads, "model": str(backend.path), "cpu_count": os.cpu_count()},
+        "cases": results,
+        "summary": summary,
+        "story": {name: story["methods"][name].get("speedup_vs_plain") for name in methods},
+        "story_case": story,
+        "limit": round(lookup.limit(), 3),
+        "verify_seconds": [round(x, 5) for x in lookup.verify_seconds],
+    }
+
+
+def _case_line(record: dict, methods) -> str:
+    parts = [f"{n}={record['methods'][n]['tokens_per_s']:.0f}t/s" for n in methods]
+    return "    " + "  ".join(parts)

@@ -1,0 +1,104 @@
+"""From user options to the engine's parts: one place that the CLI, server and benchmark all go through."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from . import calibration
+from .acceptance import GreedyAcceptance, SamplingAcceptance
+from .drafters import CombinedDrafter, DraftModelDrafter, PromptLookupDrafter
+from .engine import Generation, StopCondition, TokenCallback, generate
+from .models import ModelError
+from .policy import AdaptiveDraftLength, FixedDraftLength
+
+
+@dataclass
+class DecodeOptions:
+    speculate: bool = True  # False: plain decoding, same prompt, same engine
+    temperature: float = 0.0  # 0 = greedy
+    top_p: float = 1.0
+    seed: int | None = None
+    max_tokens: int = 1024
+    max_draft: int = 32
+    draft_length: int | None = None  # a fixed draft length instead of the adaptive one
+
+
+def check_same_vocabulary(target, draft) -> None:
+    """A draft model must tokenize exactly like the target, or its drafts mean other words."""
+    if target.n_vocab != draft.n_vocab:
+        raise ModelError(
+            f"the draft model's vocabulary has {draft.n_vocab} tokens, the target's {target.n_vocab}: "
+            "choose a draft model of the same family (same tokenizer)"
+        )
+    step = max(1, target.n_vocab // 997)
+    for tok in [*range(0, target.n_vocab, step), target.n_vocab - 1]:
+        if target.token_bytes(tok) != draft.token_bytes(tok):
+            raise ModelError(
+                f"the draft model's token {tok} is {draft.token_bytes(tok)!r}, the target's is "
+                f"{target.token_bytes(tok)!r}: choose a draft model with the same tokenizer"
+            )
+
+
+class Decoder:
+    """A target model (and optional draft model) ready to decode with the chosen options."""
+
+    def __init__(self, backend, options: DecodeOptions | None = None, draft_backend=None):
+        self.backend = backend
+        self.options = options or DecodeOptions()
+        self.draft_backend = draft_backend
+        if draft_backend is not None:
+            check_same_vocabulary(backend, draft_backend)
+        self.verify_seconds = calibration.verify_seconds(backend) if self.options.speculate else None
+        self.draft_step_seconds = (
+            calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
+        )
+
+    def _parts(self):
+        o = self.options
+        acceptance = (
+            SamplingAcceptance(o.temperature, o.top_p, o.seed) if o.temperature > 0 else GreedyAcceptance()
+        )
+        if not o.speculate:
+            return acceptance, None, None
+        if o.draft_length is not None:
+            policy = FixedDraftLength(o.draft_length)
+        else:
+            policy = AdaptiveDraftLength(self.verify_seconds, self.draft_step_seconds)
+        drafter = PromptLookupDrafter()
+        if self.draft_backend is not None:
+            seed = None if o.seed is None else o.seed + 1
+            model = DraftModelDrafter(self.draft_backend, policy, o.temperature, o.top_p, seed)
+            drafter = CombinedDrafter(drafter, model, policy)
+        return acceptance, drafter, policy
+
+    def decode(
+        self,
+        prompt: Sequence[int],
+        *,
+        stop: StopCondition | None = None,
+        on_tokens: TokenCallback | None = None,
+        max_tokens: int | None = None,
+    ) -> Generation:
+        acceptance, drafter, policy = self._parts()
+        room = self.backend.n_ctx - len(prompt)
+        wanted = self.options.max_tokens if max_tokens is None else max_tokens
+        if room <= 1:
+            raise ValueError(
+                f"the prompt ({len(prompt)} tokens) fills the model's context ({self.backend.n_ctx})"
+            )
+        return generate(
+            self.backend,
+            prompt,
+            acceptance,
+            drafter=drafter,
+            policy=policy,
+            max_tokens=min(wanted, room - self.options.max_draft - 1),
+            max_draft=self.options.max_draft,
+            stop=stop,
+            on_tokens=on_tokens,
+        )
+
+    def limit(self) -> float:
+        costs = self.verify_seconds or calibration.verify_seconds(self.backend)
+        return calibration.speedup_limit(costs)

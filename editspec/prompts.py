@@ -1,0 +1,75 @@
+"""Edit prompts in the model's own chat template, and the stop at the closing code fence.
+
+Layout: what repeats between requests comes first (the system prompt, then file context, then the
+instruction, shared by every function of a batch run), the code to edit comes last, so a kept KV-cache
+prefix serves the next request. (Measured on CanItEdit, instruction-before-code also makes the small
+model copy more of its input than code-before-instruction.) The
+assistant's turn is opened with a code fence: a tiny model then writes code, not an explanation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from jinja2.sandbox import ImmutableSandboxedEnvironment
+
+SYSTEM_PROMPT = (
+    "You are a precise code editor. Rewrite the code the user gives you as the instruction says. "
+    "Reply with the complete rewritten code in one fenced code block and nothing else. "
+    "Keep everything the instruction does not ask you to change exactly as it was."
+)
+
+# ChatML, used when a GGUF carries no template of its own.
+FALLBACK_TEMPLATE = (
+    "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+    "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+FENCE = "```"
+
+
+def edit_messages(code: str, instruction: str, language: str = "python", context: str = "") -> list[dict]:
+    parts = []
+    if context:
+        parts.append(f"Context from the same file:\n{FENCE}{language}\n{context.rstrip()}\n{FENCE}\n")
+    parts.append(f"Instruction: {instruction.strip()}\n")
+    parts.append(f"Code to edit:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
+    parts.append("Write the complete edited code.")
+    return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
+
+
+def render_chat(template: str | None, messages: Sequence[dict], bos: str = "", eos: str = "") -> str:
+    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
+    return env.from_string(template or FALLBACK_TEMPLATE).render(
+        messages=list(messages), add_generation_prompt=True, bos_token=bos, eos_token=eos
+    )
+
+
+def edit_prompt(backend, code: str, instruction: str, language: str = "python", context: str = "") -> str:
+    """The whole prompt text, ending in the opened code fence the answer continues."""
+    bos = backend.token_text(backend.bos_token) if backend.bos_token >= 0 else ""
+    eos = backend.token_text(backend.eos_token) if backend.eos_token >= 0 else ""
+    chat = render_chat(backend.chat_template(), edit_messages(code, instruction, language, context), bos, eos)
+    return f"{chat}{FENCE}{language}\n"
+
+
+def chat_prompt(backend, user_text: str) -> str:
+    """A plain one-turn chat prompt (the benchmark's "nothing to copy" case)."""
+    return render_chat(backend.chat_template(), [{"role": "user", "content": user_text}])
+
+
+class FenceStop:
+    """A stop condition: true once the generated text contains the closing code fence."""
+
+    def __init__(self, backend):
+        self.backend = backend
+        self.text = b""
+
+    def __call__(self, output: Sequence[int]) -> bool:
+        piece = self.backend.token_bytes(output[-1])
+        self.text += piece
+        return FENCE.encode() in self.text[-(len(piece) + len(FENCE)) :]
+
+
+def code_before_fence(text: str) -> str:
+    """The answer's code: everything before the closing fence."""
+    return text.split(FENCE, 1)[0]

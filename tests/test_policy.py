@@ -1,0 +1,45 @@
+"""The adaptive draft length: no drafting where copies fail, long drafts where they hold."""
+
+from editspec.policy import AdaptiveDraftLength, run_bucket
+
+# Shaped like this machine's measurements: a pass over 2 tokens costs two plain steps, over 33 about 16.
+COSTS = [0.0] + [0.0066 * (1 if m == 1 else min(m, 2 + 0.45 * (m - 2))) for m in range(1, 34)]
+
+
+def test_no_prior_evidence_means_cautious_drafting():
+    policy = AdaptiveDraftLength(COSTS)
+    assert policy.choose("lookup", run=1, available=32) == 0  # a one-token match is a guess
+
+
+def test_learns_to_stop_drafting_when_copies_fail():
+    policy = AdaptiveDraftLength(COSTS)
+    for _ in range(50):
+        policy.update("lookup", run=40, n_verified=8, n_accepted=0)
+    assert policy.choose("lookup", run=40, available=32) == 0
+
+
+def test_learns_long_drafts_when_copies_hold():
+    policy = AdaptiveDraftLength(COSTS)
+    for _ in range(30):
+        policy.update("lookup", run=40, n_verified=32, n_accepted=32)
+    assert policy.choose("lookup", run=40, available=32) >= 16
+    assert policy.choose("lookup", run=40, available=5) <= 5
+
+
+def test_free_observations_teach_buckets_never_drafted():
+    policy = AdaptiveDraftLength(COSTS)
+    before = policy.acceptance(run=6)
+    for _ in range(40):
+        policy.update("lookup", run=6, n_verified=1, n_accepted=1)
+    assert policy.acceptance(run=6) > max(before, 0.9)
+    assert run_bucket(6) == run_bucket(7) != run_bucket(8)
+
+
+def test_draft_model_pays_for_its_own_steps():
+    cheap = AdaptiveDraftLength(COSTS, draft_step_seconds=0.0005)
+    dear = AdaptiveDraftLength(COSTS, draft_step_seconds=0.0066)
+    for p in (cheap, dear):
+        for _ in range(30):
+            p.update("model", 0, 8, 8)
+    assert cheap.choose("model", 0, 32) > 0
+    assert dear.choose("model", 0, 32) < cheap.choose("model", 0, 32)
