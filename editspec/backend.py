@@ -52,9 +52,7 @@ class LlamaBackend:
         params.use_extra_bufts = extra_buffers_allowed()
         self.model = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.model:
-            raise ModelError(
-                f"llama.cpp could not load {self.path}: is it a complete GGUF of a supported model?"
-            )
+            raise ModelError(f"llama.cpp could not load {self.path}: is it a complete GGUF of a supported model?")
         self.vocab = L.llama_model_get_vocab(self.model)
         self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
         ctx_params = L.llama_context_default_params()

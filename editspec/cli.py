@@ -13,15 +13,18 @@ from rich.table import Table
 from .models import DRAFT_MODEL_ENV, MODEL_ENV, ModelError
 
 # Exit codes, documented in README.
-EXIT_USAGE = 2
-EXIT_INPUT = 3  # bad input file or arguments that name nothing
+EXIT_USAGE = 2  # click's own: unknown option, missing argument
+EXIT_INPUT = 3  # bad input: missing, binary or non-UTF-8 file, unknown language, nothing there, empty instruction
 EXIT_MODEL = 4  # the model cannot be found or loaded
+EXIT_UNPARSABLE = 5  # the rewritten file does not parse: not written (use --force)
+EXIT_CHANGED = 6  # the file changed on disk while the model was working: not written
+EXIT_INTERRUPTED = 130
 
 err = Console(stderr=True)
 
 
 def fail(message: str, code: int) -> None:
-    err.print(f"[bold red]editspec:[/] {message}", highlight=False)
+    err.print(f"[bold red]editspec:[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -50,6 +53,165 @@ def main() -> None:
     """Fast local code edits with prompt-lookup speculative decoding."""
 
 
+def decode_options(f):
+    for option in reversed(
+        [
+            click.option(
+                "--temperature",
+                type=click.FloatRange(0),
+                default=0.0,
+                show_default=True,
+                help="0 = greedy; above 0 samples (exactly as the model would)",
+            ),
+            click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True),
+            click.option("--seed", type=int, default=None, help="random seed for sampling"),
+            click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True),
+            click.option("--no-speculation", is_flag=True, help="plain decoding with the same prompt (to compare)"),
+            click.option(
+                "--context-tokens",
+                type=click.IntRange(0),
+                default=256,
+                show_default=True,
+                help="budget for file context (imports, class header, other signatures)",
+            ),
+            model_option,
+            draft_model_option,
+            threads_option,
+        ]
+    ):
+        f = option(f)
+    return f
+
+
+def parse_line(value: str | None) -> tuple[int, int] | None:
+    if value is None:
+        return None
+    line, _, col = value.partition(":")
+    try:
+        return int(line), int(col) if col else 1
+    except ValueError:
+        raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
+
+
+def load_decoder(model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation):
+    from .decoding import DecodeOptions, open_decoder
+
+    options = DecodeOptions(
+        speculate=not no_speculation, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens
+    )
+    try:
+        return open_decoder(model, draft_model, threads=threads, options=options)
+    except ModelError as e:
+        fail(str(e), EXIT_MODEL)
+
+
+@main.command()
+@click.argument("file", type=click.Path(dir_okay=True, allow_dash=True))
+@click.option("--function", "-f", "function", metavar="NAME", help="name, or Class.method")
+@click.option("--line", "-l", "line", metavar="N[:COL]", help="a line (and column) inside the definition")
+@click.option("--range", "byte_range", metavar="START:END", help="a byte range inside the definition")
+@click.option("--instruction", "-i", required=True, help="what to change")
+@click.option("--language", default=None, help="override the language guessed from the file name")
+@click.option("--apply", "apply_", is_flag=True, help="write the result into FILE (atomically)")
+@click.option("--force", is_flag=True, help="write even if the result does not parse")
+@click.option("--json", "as_json", is_flag=True, help="print the result, diff and statistics as JSON")
+@click.option("--show", is_flag=True, help="show the new code coloured by where each token came from")
+@click.option("--quiet", "-q", is_flag=True, help="no progress on stderr")
+@decode_options
+def rewrite(
+    file,
+    function,
+    line,
+    byte_range,
+    instruction,
+    language,
+    apply_,
+    force,
+    as_json,
+    show,
+    quiet,
+    temperature,
+    top_p,
+    seed,
+    max_tokens,
+    no_speculation,
+    context_tokens,
+    model,
+    draft_model,
+    threads,
+) -> None:
+    """Rewrite one function, method or class in FILE by an instruction; print a diff (or --apply it)."""
+    from .display import LiveProgress, show_pieces, summary_line
+    from .locate import LocateError, definitions, find_at, find_by_name, language_for, offset_of_line
+    from .rewrite import RewriteError, Rewriter, SourceFile, write_atomically
+
+    chosen = [x for x in (function, line, byte_range) if x is not None]
+    if len(chosen) != 1:
+        fail("say which definition: exactly one of --function NAME, --line N[:COL] or --range START:END", EXIT_INPUT)
+    if not instruction.strip():
+        fail("the instruction is empty: say what to change", EXIT_INPUT)
+    position = parse_line(line)
+    try:
+        if file == "-":
+            source = SourceFile.from_bytes(sys.stdin.buffer.read())
+        else:
+            source = SourceFile.read(Path(file))
+        spec = language_for(None if file == "-" else file, language)
+        data = source.text.encode("utf-8")
+        defs = definitions(data, spec)
+        if function:
+            target = find_by_name(defs, function)
+        elif position:
+            target = find_at(defs, offset_of_line(data, *position))
+        else:
+            start, _, end = byte_range.partition(":")
+            try:
+                target = find_at(defs, int(start), int(end or start))
+            except ValueError:
+                fail("--range takes START:END byte offsets, e.g. 120:180", EXIT_INPUT)
+    except (RewriteError, LocateError) as e:
+        fail(str(e), EXIT_INPUT)
+
+    decoder = load_decoder(model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation)
+    label = f"{target.name} (lines {target.line}-{target.end_line})"
+    interactive = err.is_terminal and not quiet
+    try:
+        with LiveProgress(err, label, interactive) as progress:
+            result = Rewriter(decoder, context_tokens).rewrite(source, spec, target, instruction, progress.update)
+    except RewriteError as e:
+        fail(str(e), EXIT_INPUT)
+    except KeyboardInterrupt:
+        fail("interrupted; nothing written", EXIT_INTERRUPTED)
+
+    out = Console(highlight=False)
+    if as_json:
+        click.echo(json.dumps(result.to_json(), indent=1))
+    elif show:
+        show_pieces(out, result.pieces)
+    elif not (apply_ and file == "-"):
+        click.echo(result.diff(), nl=False)
+    if not quiet:
+        err.print(summary_line(result.stats, decoder.verify_seconds), highlight=False)
+    if result.errors:
+        where = ", ".join(f"line {ln} column {col}" for ln, col in result.errors[:5])
+        err.print(f"[yellow]the rewritten file does not parse ({where})[/]", highlight=False)
+    if apply_:
+        if result.errors and not force:
+            fail("not written because it does not parse; check the diff, or use --force", EXIT_UNPARSABLE)
+        if file == "-":
+            sys.stdout.buffer.write(source.encode(result.new_text))
+            return
+        if not result.changed:
+            err.print("no change; file left as it was")
+            return
+        try:
+            write_atomically(source.path, source.encode(result.new_text), source.raw)
+        except RewriteError as e:
+            fail(str(e), EXIT_CHANGED)
+        if not quiet:
+            err.print(f"wrote {source.path}")
+
+
 @main.command()
 @model_option
 @draft_model_option
@@ -58,13 +220,20 @@ def main() -> None:
 @click.option("--limit", type=click.IntRange(1), default=12, show_default=True, help="CanItEdit cases")
 @click.option("--methods", default=None, help="comma-separated subset of methods")
 @click.option(
+    "--repeat",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="runs per method and case; the fastest counts",
+)
+@click.option(
     "--json",
     "json_path",
     type=click.Path(dir_okay=False, writable=True),
     default=None,
     help="write every measurement here",
 )
-def bench(model, draft_model, threads, data, limit, methods, json_path) -> None:
+def bench(model, draft_model, threads, data, limit, methods, repeat, json_path) -> None:
     """Compare decoding methods side by side (decode-only speed, prefill reported apart)."""
     from .bench import METHODS, run_benchmark
 

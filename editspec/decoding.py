@@ -50,15 +50,11 @@ class Decoder:
         if draft_backend is not None:
             check_same_vocabulary(backend, draft_backend)
         self.verify_seconds = calibration.verify_seconds(backend) if self.options.speculate else None
-        self.draft_step_seconds = (
-            calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
-        )
+        self.draft_step_seconds = calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
 
     def _parts(self):
         o = self.options
-        acceptance = (
-            SamplingAcceptance(o.temperature, o.top_p, o.seed) if o.temperature > 0 else GreedyAcceptance()
-        )
+        acceptance = SamplingAcceptance(o.temperature, o.top_p, o.seed) if o.temperature > 0 else GreedyAcceptance()
         if not o.speculate:
             return acceptance, None, None
         if o.draft_length is not None:
@@ -84,9 +80,7 @@ class Decoder:
         room = self.backend.n_ctx - len(prompt)
         wanted = self.options.max_tokens if max_tokens is None else max_tokens
         if room <= 1:
-            raise ValueError(
-                f"the prompt ({len(prompt)} tokens) fills the model's context ({self.backend.n_ctx})"
-            )
+            raise ValueError(f"the prompt ({len(prompt)} tokens) fills the model's context ({self.backend.n_ctx})")
         return generate(
             self.backend,
             prompt,
@@ -102,3 +96,22 @@ class Decoder:
     def limit(self) -> float:
         costs = self.verify_seconds or calibration.verify_seconds(self.backend)
         return calibration.speedup_limit(costs)
+
+
+def open_decoder(
+    model: str | None = None,
+    draft_model: str | None = None,
+    *,
+    threads: int | None = None,
+    options: DecodeOptions | None = None,
+    n_ctx: int = 4096,
+) -> Decoder:
+    """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with."""
+    from .backend import LlamaBackend
+    from .models import DRAFT_MODEL_ENV, resolve_model_path
+
+    backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
+    draft = None
+    if draft_model:
+        draft = LlamaBackend(resolve_model_path(draft_model, DRAFT_MODEL_ENV), n_ctx=n_ctx, n_threads=threads)
+    return Decoder(backend, options, draft_backend=draft)

@@ -48,11 +48,7 @@ class PromptLookupDrafter:
 
     def extend(self, tokens: Sequence[int]) -> None:
         for tok in tokens:
-            if (
-                self.cursor is not None
-                and self.cursor < len(self.history)
-                and self.history[self.cursor] == tok
-            ):
+            if self.cursor is not None and self.cursor < len(self.history) and self.history[self.cursor] == tok:
                 self.cursor += 1
                 self.run += 1
             else:

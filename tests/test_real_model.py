@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from editspec import calibration, prompts
-from editspec.decoding import Decoder, DecodeOptions
+from editspec.decoding import DecodeOptions, Decoder
 
 # llama.cpp's logits for a batch differ slightly from one-token-at-a-time logits on the CPU, so a
 # speculative run may take the other branch where the plain run's top two logits are this close.
@@ -52,9 +52,7 @@ def test_speculative_greedy_agrees_with_plain_up_to_near_ties(backend, draft_len
         if result.tokens != expected:
             i = next(i for i, (a, b) in enumerate(zip(result.tokens, expected, strict=False)) if a != b)
             margin = plain_margin_at(backend, prompt, expected, i)
-            assert margin < NEAR_TIE, (
-                f"diverged at token {i} where plain greedy was sure (margin {margin:.2f})"
-            )
+            assert margin < NEAR_TIE, f"diverged at token {i} where plain greedy was sure (margin {margin:.2f})"
     assert accepted > 20, "the drafts were never accepted: the comparison proves nothing"
 
 

@@ -1,0 +1,84 @@
+"""What the terminal shows: live progress on stderr, the --show view, one-line summaries."""
+
+from __future__ import annotations
+
+import time
+
+from rich.console import Console
+from rich.live import Live
+from rich.text import Text
+
+from .engine import Stats
+from .policy import expected_tokens
+from .rewrite import Piece, Progress
+
+ORIGIN_STYLES = {"copied": "green", "drafted": "cyan", "target": "bold yellow"}
+
+
+class LiveProgress:
+    """ "prefill…" until the first token, then tokens, tokens/s and acceptance; silent when not wanted."""
+
+    def __init__(self, console: Console, label: str, enabled: bool):
+        self.console, self.label, self.enabled = console, label, enabled
+        self.live: Live | None = None
+        self.t0 = self.t_first = 0.0
+
+    def __enter__(self) -> LiveProgress:
+        self.t0 = time.perf_counter()
+        if self.enabled:
+            self.live = Live(
+                Text(f"{self.label}: reading the prompt…"), console=self.console, transient=True, refresh_per_second=8
+            )
+            self.live.__enter__()
+        return self
+
+    def update(self, p: Progress) -> None:
+        now = time.perf_counter()
+        if not self.t_first:
+            self.t_first = now
+        if self.live is None:
+            return
+        rate = (p.tokens - 1) / (now - self.t_first) if now > self.t_first and p.tokens > 1 else 0.0
+        alpha = p.accepted / p.drafted if p.drafted else 0.0
+        self.live.update(
+            Text(
+                f"{self.label}: {p.tokens} tokens · {rate:.0f} tok/s · "
+                f"acceptance {alpha:.0%} · {p.tokens / max(p.passes, 1):.2f} tokens/pass"
+            )
+        )
+
+    def __exit__(self, *exc) -> None:
+        if self.live is not None:
+            self.live.__exit__(*exc)
+
+
+def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
+    """Acceptance, tokens per pass, and the measured speed-up beside the formula's prediction."""
+    parts = [
+        f"{stats.generated_tokens} tokens",
+        f"prefill {stats.prompt_tokens} tokens in {stats.prefill_seconds:.2f}s",
+        f"decode {stats.decode_seconds:.2f}s ({stats.decode_tokens_per_second:.0f} tok/s)",
+    ]
+    verified = [r for r in stats.rounds if r.drafted]
+    if verified:
+        parts.append(f"acceptance α={stats.acceptance_rate:.2f}")
+    parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
+    if verify_seconds and stats.rounds and stats.generated_tokens > 1:
+        plain = (stats.generated_tokens - 1) * verify_seconds[1]
+        measured = plain / stats.decode_seconds if stats.decode_seconds else 0.0
+        gamma = sum(len(r.drafted) for r in stats.rounds) / len(stats.rounds)
+        k = max(0, min(round(gamma), len(verify_seconds) - 2))
+        predicted = expected_tokens(stats.acceptance_rate, k) * verify_seconds[1] / verify_seconds[k + 1]
+        parts.append(f"speed-up {measured:.2f}x over plain (formula predicts {predicted:.2f}x at γ≈{gamma:.1f})")
+    return " · ".join(parts)
+
+
+def show_pieces(console: Console, pieces: list[Piece]) -> None:
+    text = Text()
+    for p in pieces:
+        text.append(p.text, style=ORIGIN_STYLES.get(p.origin, ""))
+    console.print(text, highlight=False, soft_wrap=True)
+    legend = Text("legend: ")
+    for origin, style in ORIGIN_STYLES.items():
+        legend.append(f" {origin} ", style=style)
+    console.print(legend)

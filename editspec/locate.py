@@ -1,0 +1,443 @@
+"""Find the function, method or class to rewrite, with tree-sitter.
+
+A `Definition` is a named region of a file: the definition itself plus what belongs to it above (decorators,
+attributes, a template header, leading doc comments), as whole lines. Methods are named `Class.method`
+(`Type.method` for Go receivers and Rust impls). Lookup is by name, by position, or by byte range.
+"""
+
+from __future__ import annotations
+
+import bisect
+import importlib
+import re
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+import tree_sitter as ts
+
+
+class LocateError(Exception):
+    """Nothing (or more than one thing) matches; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    name: str
+    module: str
+    function: str  # the module's function that returns the grammar
+    extensions: tuple[str, ...]
+    definitions: frozenset[str]  # node types that are rewrite targets
+    containers: frozenset[str] = frozenset()  # node types whose name qualifies what is inside (no target)
+    wrappers: frozenset[str] = frozenset()  # parents that belong to a definition (decorators, export, template)
+    leading: frozenset[str] = frozenset({"comment"})  # siblings right above that belong to it
+    imports: frozenset[str] = frozenset()
+    fence: str = ""  # the code-fence language tag
+
+
+def _f(*names: str) -> frozenset[str]:
+    return frozenset(names)
+
+
+JS_DEFS = _f(
+    "function_declaration",
+    "generator_function_declaration",
+    "method_definition",
+    "class_declaration",
+    "variable_declarator",
+)
+LANGUAGES = {
+    s.name: s
+    for s in [
+        LanguageSpec(
+            "python",
+            "tree_sitter_python",
+            "language",
+            (".py", ".pyi"),
+            _f("function_definition", "class_definition"),
+            wrappers=_f("decorated_definition"),
+            imports=_f("import_statement", "import_from_statement", "future_import_statement"),
+        ),
+        LanguageSpec(
+            "javascript",
+            "tree_sitter_javascript",
+            "language",
+            (".js", ".mjs", ".cjs", ".jsx"),
+            JS_DEFS,
+            wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
+            imports=_f("import_statement"),
+        ),
+        LanguageSpec(
+            "typescript",
+            "tree_sitter_typescript",
+            "language_typescript",
+            (".ts", ".mts", ".cts"),
+            JS_DEFS
+            | _f(
+                "abstract_class_declaration",
+                "interface_declaration",
+                "function_signature",
+                "method_signature",
+                "abstract_method_signature",
+            ),
+            wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
+            imports=_f("import_statement"),
+        ),
+        LanguageSpec(
+            "tsx",
+            "tree_sitter_typescript",
+            "language_tsx",
+            (".tsx",),
+            JS_DEFS | _f("abstract_class_declaration", "interface_declaration"),
+            wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
+            imports=_f("import_statement"),
+            fence="tsx",
+        ),
+        LanguageSpec(
+            "go",
+            "tree_sitter_go",
+            "language",
+            (".go",),
+            _f("function_declaration", "method_declaration", "type_spec"),
+            wrappers=_f("type_declaration"),
+            imports=_f("import_declaration", "package_clause"),
+        ),
+        LanguageSpec(
+            "rust",
+            "tree_sitter_rust",
+            "language",
+            (".rs",),
+            _f("function_item", "struct_item", "enum_item", "trait_item", "function_signature_item"),
+            containers=_f("impl_item", "mod_item"),
+            leading=_f("line_comment", "block_comment", "attribute_item"),
+            imports=_f("use_declaration", "extern_crate_declaration"),
+        ),
+        LanguageSpec(
+            "java",
+            "tree_sitter_java",
+            "language",
+            (".java",),
+            _f(
+                "method_declaration",
+                "constructor_declaration",
+                "class_declaration",
+                "interface_declaration",
+                "enum_declaration",
+                "record_declaration",
+            ),
+            leading=_f("line_comment", "block_comment"),
+            imports=_f("import_declaration", "package_declaration"),
+        ),
+        LanguageSpec(
+            "c",
+            "tree_sitter_c",
+            "language",
+            (".c", ".h"),
+            _f("function_definition", "struct_specifier"),
+            imports=_f("preproc_include"),
+        ),
+        LanguageSpec(
+            "cpp",
+            "tree_sitter_cpp",
+            "language",
+            (".cc", ".cpp", ".cxx", ".hpp", ".hh", ".hxx"),
+            _f("function_definition", "class_specifier", "struct_specifier"),
+            containers=_f("namespace_definition"),
+            wrappers=_f("template_declaration"),
+            imports=_f("preproc_include", "using_declaration"),
+        ),
+        LanguageSpec(
+            "csharp",
+            "tree_sitter_c_sharp",
+            "language",
+            (".cs",),
+            _f(
+                "method_declaration",
+                "constructor_declaration",
+                "class_declaration",
+                "struct_declaration",
+                "interface_declaration",
+                "record_declaration",
+                "local_function_statement",
+            ),
+            containers=_f("namespace_declaration", "file_scoped_namespace_declaration"),
+            imports=_f("using_directive"),
+            fence="csharp",
+        ),
+    ]
+}
+ALIASES = {
+    "py": "python",
+    "js": "javascript",
+    "ts": "typescript",
+    "rs": "rust",
+    "c++": "cpp",
+    "cs": "csharp",
+    "c#": "csharp",
+    "golang": "go",
+}
+# Classes are targets and also qualify the names of their members.
+CLASS_LIKE = _f(
+    "class_definition",
+    "class_declaration",
+    "abstract_class_declaration",
+    "class_specifier",
+    "struct_specifier",
+    "interface_declaration",
+    "struct_declaration",
+    "record_declaration",
+    "enum_declaration",
+    "trait_item",
+    "class",
+)
+
+
+def language_for(path: str | Path | None, flag: str | None = None) -> LanguageSpec:
+    if flag:
+        key = ALIASES.get(flag.lower(), flag.lower())
+        if key not in LANGUAGES:
+            raise LocateError(f"unknown language {flag!r}; supported: {', '.join(sorted(LANGUAGES))}")
+        return LANGUAGES[key]
+    suffix = Path(str(path or "")).suffix.lower()
+    for spec in LANGUAGES.values():
+        if suffix in spec.extensions:
+            return spec
+    raise LocateError(
+        f"cannot tell the language of {path or 'standard input'} from its name: pass --language "
+        f"({', '.join(sorted(LANGUAGES))})"
+    )
+
+
+@cache
+def parser_for(spec: LanguageSpec) -> ts.Parser:
+    module = importlib.import_module(spec.module)
+    return ts.Parser(ts.Language(getattr(module, spec.function)()))
+
+
+@dataclass
+class Definition:
+    name: str  # qualified: "Class.method"
+    kind: str  # the tree-sitter node type
+    start: int  # byte offsets of the region (whole lines, decorators and leading comments included)
+    end: int
+    node_start: int  # byte offsets of the definition node itself
+    node_end: int
+    line: int  # 1-based line where the region starts
+    end_line: int  # 1-based last line of the region
+    containers: list[str] = field(default_factory=list)  # header lines of enclosing classes, outermost first
+
+    @property
+    def simple_name(self) -> str:
+        return self.name.rsplit(".", 1)[-1]
+
+
+def _text(node: ts.Node | None) -> str:
+    return node.text.decode("utf-8", errors="replace") if node is not None and node.text else ""
+
+
+def _declarator_name(node: ts.Node) -> str:
+    """C/C++: follow the declarator chain down to the name (Foo::bar stays qualified)."""
+    while node is not None:
+        if node.type in (
+            "identifier",
+            "field_identifier",
+            "qualified_identifier",
+            "destructor_name",
+            "operator_name",
+            "type_identifier",
+        ):
+            return _text(node).replace("::", ".")
+        node = node.child_by_field_name("declarator") or (node.named_children[0] if node.named_children else None)
+    return ""
+
+
+def _name(node: ts.Node) -> str:
+    if node.type == "function_definition" and node.child_by_field_name("declarator") is not None:
+        return _declarator_name(node.child_by_field_name("declarator"))
+    if node.type == "method_declaration" and node.child_by_field_name("receiver") is not None:
+        receiver = _text(node.child_by_field_name("receiver"))
+        type_name = receiver.strip("()").split()[-1].lstrip("*") if receiver.strip("()") else ""
+        return f"{type_name}.{_text(node.child_by_field_name('name'))}" if type_name else ""
+    if node.type == "variable_declarator":  # const f = () => ...: only functions count
+        value = node.child_by_field_name("value")
+        if value is None or value.type not in ("arrow_function", "function_expression", "function", "class"):
+            return ""
+    if node.type in ("impl_item",):
+        return _text(node.child_by_field_name("type"))
+    if node.type in ("struct_specifier", "class_specifier") and node.child_by_field_name("body") is None:
+        return ""  # `struct vec *v` names a type; it defines nothing
+    return _text(node.child_by_field_name("name"))
+
+
+def _header(node: ts.Node, source: bytes) -> str:
+    """The first line of a class-like node (what the model needs to know it is inside a class)."""
+    line_start = source.rfind(b"\n", 0, node.start_byte) + 1
+    line_end = source.find(b"\n", node.start_byte)
+    return source[line_start : line_end if line_end >= 0 else len(source)].decode("utf-8", errors="replace")
+
+
+def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]:
+    top = node
+    while top.parent is not None and top.parent.type in spec.wrappers:
+        if top.parent.type in ("lexical_declaration", "variable_declaration") and top.parent.named_child_count > 1:
+            break  # const a = () => 1, b = 2: the declaration is more than this function
+        top = top.parent
+    start = top.start_byte
+    sibling = top.prev_sibling
+    while sibling is not None and sibling.type in spec.leading:
+        gap = source[sibling.end_byte : start]
+        if gap.count(b"\n") > 1:  # a blank line: that comment is not this definition's
+            break
+        start = sibling.start_byte
+        sibling = sibling.prev_sibling
+    line_start = source.rfind(b"\n", 0, start) + 1
+    # Only the definition's own lines: stop at the end of its last line (keep what follows on that line).
+    newline = source.find(b"\n", top.end_byte)
+    end = len(source) if newline < 0 else newline + 1
+    return line_start, end
+
+
+def parse(source: bytes, spec: LanguageSpec) -> ts.Tree:
+    return parser_for(spec).parse(source)
+
+
+@cache
+def definition_query(spec: LanguageSpec) -> ts.Query:
+    return ts.Query(parser_for(spec).language, " ".join(f"({t}) @d" for t in sorted(spec.definitions)))
+
+
+def _scope(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[list[str], list[str]]:
+    """Names and header lines of the classes and namespaces around a node, outermost first."""
+    names: list[str] = []
+    headers: list[str] = []
+    parent = node.parent
+    while parent is not None:
+        if parent.type in CLASS_LIKE or parent.type in spec.containers:
+            name = _name(parent)
+            if name:
+                names.insert(0, name)
+                if parent.type in CLASS_LIKE:
+                    headers.insert(0, _header(parent, source))
+        parent = parent.parent
+    return names, headers
+
+
+def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) -> list[Definition]:
+    """Every definition in the file, in order of position (outer before inner)."""
+    tree = tree or parse(source, spec)
+    # A query runs in C: on a 5,000-line file it is several times faster than walking the tree in Python.
+    nodes = ts.QueryCursor(definition_query(spec)).captures(tree.root_node).get("d", [])
+    newlines = [m.start() for m in re.finditer(b"\n", source)]
+
+    def line_of(offset: int) -> int:
+        return bisect.bisect_left(newlines, offset) + 1
+
+    found = []
+    for node in sorted(nodes, key=lambda n: (n.start_byte, -n.end_byte)):
+        name = _name(node)
+        if not name:
+            continue
+        scope, headers = _scope(node, spec, source)
+        start, end = _region(node, spec, source)
+        found.append(
+            Definition(
+                ".".join([*scope, name]),
+                node.type,
+                start,
+                end,
+                node.start_byte,
+                node.end_byte,
+                line_of(start),
+                line_of(max(start, end - 1)),
+                headers,
+            )
+        )
+    return found
+
+
+def find_by_name(defs: list[Definition], name: str) -> Definition:
+    exact = [d for d in defs if d.name == name]
+    matches = exact or [d for d in defs if d.simple_name == name or d.name.endswith("." + name)]
+    if not matches:
+        known = ", ".join(sorted({d.name for d in defs})[:12]) or "none"
+        raise LocateError(f"no function, method or class named {name!r} (found: {known})")
+    if len(matches) > 1:
+        where = ", ".join(f"{d.name} at line {d.line}" for d in matches)
+        raise LocateError(f"{len(matches)} definitions match {name!r} ({where}): use --line, or Class.method")
+    return matches[0]
+
+
+def find_at(defs: list[Definition], offset: int, end: int | None = None) -> Definition:
+    """The innermost definition containing the byte range [offset, end]."""
+    end = offset if end is None else end
+    inside = [d for d in defs if d.start <= offset < d.end and end <= d.end]
+    if not inside:
+        raise LocateError("no function, method or class there")
+    return min(inside, key=lambda d: d.end - d.start)
+
+
+def offset_of_line(source: bytes, line: int, column: int = 1) -> int:
+    """Byte offset of a 1-based line and (1-based, in characters) column."""
+    if line < 1:
+        raise LocateError(f"line {line} does not exist (lines start at 1)")
+    start = 0
+    for _ in range(line - 1):
+        start = source.find(b"\n", start) + 1
+        if start == 0:
+            lines = source.count(b"\n") + 1
+            raise LocateError(f"line {line} is past the end of the file ({lines} lines)")
+    end = source.find(b"\n", start)
+    text = source[start : end if end >= 0 else len(source)].decode("utf-8", errors="replace")
+    return start + len(text[: max(column - 1, 0)].encode("utf-8"))
+
+
+def syntax_errors(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) -> list[tuple[int, int]]:
+    """(line, column) of each error or missing node, 1-based; empty when the file parses."""
+    errors = []
+
+    def walk(node: ts.Node) -> None:
+        if node.type == "ERROR" or node.is_missing:
+            errors.append((node.start_point[0] + 1, node.start_point[1] + 1))
+            return
+        if node.has_error:
+            for child in node.children:
+                walk(child)
+
+    walk((tree or parse(source, spec)).root_node)
+    return errors
+
+
+def point_at(source: bytes, offset: int) -> tuple[int, int]:
+    """tree-sitter's (row, byte column) of a byte offset."""
+    row = source.count(b"\n", 0, offset)
+    return row, offset - (source.rfind(b"\n", 0, offset) + 1)
+
+
+def reparse_after_replace(tree: ts.Tree, old: bytes, start: int, end: int, new: bytes, spec: LanguageSpec) -> ts.Tree:
+    """Parse `new` (= old with old[start:end] replaced) reusing the old tree: only the edit is re-read."""
+    new_end = end + len(new) - len(old)
+    tree.edit(
+        start_byte=start,
+        old_end_byte=end,
+        new_end_byte=new_end,
+        start_point=point_at(old, start),
+        old_end_point=point_at(old, end),
+        new_end_point=point_at(new, new_end),
+    )
+    return parser_for(spec).parse(new, tree)
+
+
+def file_context(
+    source: bytes, spec: LanguageSpec, target: Definition, defs: list[Definition], tree: ts.Tree | None = None
+) -> list[str]:
+    """What the model needs to understand the target, most important first: imports, the enclosing class
+    headers, and the signatures (first lines) of the file's other top-level definitions."""
+    tree = tree or parse(source, spec)
+    imports = [_text(n) for n in tree.root_node.named_children if n.type in spec.imports]
+    signatures = []
+    for d in defs:
+        if d is target or d.start <= target.start < d.end or target.start <= d.start < target.end:
+            continue
+        first = source[d.node_start : source.find(b"\n", d.node_start)].decode("utf-8", errors="replace")
+        signatures.append(first.strip())
+    return [*imports, *target.containers, *signatures]

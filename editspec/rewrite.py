@@ -1,0 +1,374 @@
+"""Rewrite one definition: read the file, build the prompt, decode, and turn the answer into edits.
+
+Everything here works on text with "\n" line ends; `SourceFile` remembers whether the file used CRLF and
+puts it back. The CLI, batch mode and the language server all call `Rewriter.rewrite`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import difflib
+import hashlib
+import os
+import stat
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import prompts
+from .decoding import Decoder
+from .engine import Round, Stats
+from .locate import (
+    Definition,
+    LanguageSpec,
+    definitions,
+    file_context,
+    parse,
+    reparse_after_replace,
+    syntax_errors,
+)
+
+
+class RewriteError(Exception):
+    """Bad input for a rewrite; the message says what is wrong and what to do."""
+
+
+@dataclass
+class SourceFile:
+    path: Path | None  # None: standard input
+    raw: bytes
+    text: str  # with "\n" line ends
+    crlf: bool
+
+    @classmethod
+    def from_bytes(cls, raw: bytes, path: Path | None = None) -> SourceFile:
+        name = str(path) if path else "standard input"
+        if b"\0" in raw[:8192]:
+            raise RewriteError(f"{name} looks like a binary file (it contains NUL bytes)")
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as e:
+            raise RewriteError(f"{name} is not UTF-8 text (byte {e.start}): convert it to UTF-8 first") from None
+        crlf = "\r\n" in text
+        return cls(path, raw, text.replace("\r\n", "\n") if crlf else text, crlf)
+
+    @classmethod
+    def read(cls, path: Path) -> SourceFile:
+        if path.is_dir():
+            raise RewriteError(f"{path} is a directory; give a file (or use `editspec batch` for a tree)")
+        try:
+            raw = path.read_bytes()
+        except FileNotFoundError:
+            raise RewriteError(f"no such file: {path}") from None
+        except PermissionError:
+            raise RewriteError(f"cannot read {path}: permission denied") from None
+        return cls.from_bytes(raw, path)
+
+    def encode(self, text: str) -> bytes:
+        return (text.replace("\n", "\r\n") if self.crlf else text).encode("utf-8")
+
+    @property
+    def digest(self) -> str:
+        return hashlib.sha256(self.raw).hexdigest()
+
+
+def write_atomically(path: Path, data: bytes, expected: bytes) -> None:
+    """Replace `path` with `data` in one rename, keeping its mode; refuse if it no longer holds `expected`."""
+    try:
+        current = path.read_bytes()
+    except OSError as e:
+        raise RewriteError(f"cannot re-read {path} before writing: {e}") from None
+    if current != expected:
+        raise RewriteError(f"{path} changed on disk since it was read; nothing written (run again)")
+    mode = stat.S_IMODE(path.stat().st_mode)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".editspec")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+
+
+@dataclass
+class TextEdit:
+    """Replace text[start:end] (character offsets in the "\n" text) with new_text."""
+
+    start: int
+    end: int
+    new_text: str
+
+
+def text_edits(old: str, new: str, base: int = 0) -> list[TextEdit]:
+    """Small edits turning old into new: changed line blocks, trimmed of common leading/trailing characters."""
+    old_lines, new_lines = old.splitlines(keepends=True), new.splitlines(keepends=True)
+    old_starts = [0]
+    for line in old_lines:
+        old_starts.append(old_starts[-1] + len(line))
+    edits = []
+    matcher = difflib.SequenceMatcher(a=old_lines, b=new_lines, autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal":
+            continue
+        a, b = "".join(old_lines[i1:i2]), "".join(new_lines[j1:j2])
+        prefix = len(os.path.commonprefix([a, b]))
+        suffix = len(os.path.commonprefix([a[prefix:][::-1], b[prefix:][::-1]]))
+        start = old_starts[i1] + prefix
+        edits.append(TextEdit(base + start, base + old_starts[i2] - suffix, b[prefix : len(b) - suffix]))
+    return edits
+
+
+def apply_edits(text: str, edits: list[TextEdit]) -> str:
+    for e in sorted(edits, key=lambda e: e.start, reverse=True):
+        text = text[: e.start] + e.new_text + text[e.end :]
+    return text
+
+
+def common_indent(lines: list[str]) -> str:
+    indents = [line[: len(line) - len(line.lstrip())] for line in lines if line.strip()]
+    return os.path.commonprefix(indents) if indents else ""
+
+
+def dedent(text: str, indent: str) -> str:
+    return "".join(
+        line[len(indent) :] if line.startswith(indent) else line.lstrip() if not line.strip() else line
+        for line in text.splitlines(keepends=True)
+    )
+
+
+def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
+    """A small model shown "class Shape:" as context often answers with the method wrapped in that class
+    again. Rewriting a method means the method: take it back out (and its indentation with it)."""
+    lines = answer.splitlines(keepends=True)
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None or not headers or lines[first].strip() != headers[-1].strip():
+        return answer
+    body = lines[first + 1 :]
+    if not all(line.startswith((" ", "\t")) or not line.strip() for line in body):
+        return answer
+    return dedent("".join(body), common_indent(body))
+
+
+def indent_lines(text: str, indent: str) -> str:
+    return "".join(indent + line if line.strip() else line for line in text.splitlines(keepends=True))
+
+
+@dataclass
+class Piece:
+    """A stretch of generated text and where it came from: "copied" (prompt lookup, accepted),
+    "drafted" (draft model, accepted) or "target" (the target model's own token)."""
+
+    text: str
+    origin: str
+
+
+@dataclass
+class RewriteResult:
+    source: SourceFile
+    language: str
+    target: Definition
+    instruction: str
+    old_region: str
+    new_region: str
+    new_text: str
+    edits: list[TextEdit]
+    errors: list[tuple[int, int]]  # syntax errors the rewrite introduced (line, column)
+    stats: Stats
+    pieces: list[Piece] = field(default_factory=list)
+    context_lines: int = 0
+
+    @property
+    def changed(self) -> bool:
+        return self.new_text != self.source.text
+
+    def diff(self) -> str:
+        name = str(self.source.path) if self.source.path else "stdin"
+        return "".join(
+            difflib.unified_diff(
+                self.source.text.splitlines(keepends=True),
+                self.new_text.splitlines(keepends=True),
+                f"a/{name}",
+                f"b/{name}",
+            )
+        )
+
+    def to_json(self) -> dict:
+        t = self.target
+        return {
+            "file": str(self.source.path) if self.source.path else None,
+            "language": self.language,
+            "target": {"name": t.name, "kind": t.kind, "start_line": t.line, "end_line": t.end_line},
+            "instruction": self.instruction,
+            "changed": self.changed,
+            "diff": self.diff(),
+            "new_region": self.new_region,
+            "edits": [{"start": e.start, "end": e.end, "new_text": e.new_text} for e in self.edits],
+            "syntax_errors": [{"line": line, "column": col} for line, col in self.errors],
+            "context_lines": self.context_lines,
+            "stats": self.stats.summary(),
+            "rounds": [
+                {
+                    "drafted": len(r.drafted),
+                    "accepted": r.accepted,
+                    "origin": r.origin,
+                    "copied_from": r.copied_from,
+                    "seconds": round(r.seconds, 5),
+                }
+                for r in self.stats.rounds
+            ],
+            "pieces": [{"text": p.text, "origin": p.origin} for p in self.pieces],
+        }
+
+
+@dataclass
+class Progress:
+    """How a running rewrite is doing: the code so far (as generated, dedented) and running counts."""
+
+    text: str
+    tokens: int
+    drafted: int
+    accepted: int
+    passes: int
+
+
+# Called after every round; returning True cancels the rewrite.
+ProgressCallback = Callable[[Progress], bool | None]
+
+
+class Rewriter:
+    def __init__(self, decoder: Decoder, context_tokens: int = 256):
+        self.decoder = decoder
+        self.backend = decoder.backend
+        self.context_tokens = context_tokens
+
+    def _context(
+        self, source: bytes, spec: LanguageSpec, target: Definition, defs: list[Definition], tree
+    ) -> list[str]:
+        """The file context that fits the token budget, most important lines first."""
+        kept, used = [], 0
+        for line in file_context(source, spec, target, defs, tree):
+            cost = len(self.backend.tokenize(line)) + 1
+            if used + cost > self.context_tokens:
+                break
+            kept.append(line)
+            used += cost
+        return kept
+
+    def prompt_tokens(
+        self,
+        source: SourceFile,
+        spec: LanguageSpec,
+        target: Definition,
+        instruction: str,
+        tree=None,
+    ) -> tuple[list[int], str, str, int]:
+        """(prompt tokens, the region's text, its common indentation, context lines used)."""
+        if not instruction.strip():
+            raise RewriteError("the instruction is empty: say what to change")
+        data = source.text.encode("utf-8")
+        tree = tree or parse(data, spec)
+        region = data[target.start : target.end].decode("utf-8")
+        indent = common_indent(region.splitlines())
+        context = self._context(data, spec, target, definitions(data, spec, tree), tree)
+        text = prompts.edit_prompt(
+            self.backend, dedent(region, indent), instruction, spec.fence or spec.name, "\n".join(context)
+        )
+        return self.backend.tokenize(text), region, indent, len(context)
+
+    def rewrite(
+        self,
+        source: SourceFile,
+        spec: LanguageSpec,
+        target: Definition,
+        instruction: str,
+        on_progress: ProgressCallback | None = None,
+    ) -> RewriteResult:
+        data = source.text.encode("utf-8")
+        tree = parse(data, spec)
+        old_errors = set(syntax_errors(data, spec, tree))
+        prompt, region, indent, n_context = self.prompt_tokens(source, spec, target, instruction, tree)
+        out: list[int] = []
+        origins: list[str] = []
+        counts = {"drafted": 0, "accepted": 0, "passes": 1}
+        stop = prompts.FenceStop(self.backend)
+
+        def on_tokens(tokens: list[int], rnd: Round | None) -> bool:
+            if rnd is None:
+                origins.extend(["target"] * len(tokens))
+            else:
+                accepted = min(rnd.accepted, len(tokens))
+                kind = "copied" if rnd.origin == "lookup" else "drafted"
+                origins.extend([kind] * accepted + ["target"] * (len(tokens) - accepted))
+                counts["drafted"] += len(rnd.drafted)
+                counts["accepted"] += rnd.accepted
+                counts["passes"] += 1
+            out.extend(tokens)
+            if on_progress is None:
+                return False
+            text = prompts.code_before_fence(self.backend.detokenize(out))
+            return bool(on_progress(Progress(text, len(out), **counts)))
+
+        generation = self.decoder.decode(prompt, stop=stop, on_tokens=on_tokens)
+        if generation.stats.stop_reason == "cancelled":
+            raise RewriteCancelled("the rewrite was cancelled")
+        answer = prompts.code_before_fence(self.backend.detokenize(generation.tokens))
+        if not answer.strip():
+            raise RewriteError("the model returned no code; try another instruction or a larger model")
+        answer = unwrap_enclosing_class(answer, target.containers)
+        new_region = indent_lines(answer.rstrip("\n") + "\n", indent)
+        if not region.endswith("\n"):
+            new_region = new_region.rstrip("\n")
+        start_char = len(data[: target.start].decode("utf-8"))
+        end_char = start_char + len(region)
+        new_text = source.text[:start_char] + new_region + source.text[end_char:]
+        new_data = new_text.encode("utf-8")
+        new_tree = reparse_after_replace(tree, data, target.start, target.end, new_data, spec)
+        errors = [e for e in syntax_errors(new_data, spec, new_tree) if e not in old_errors]
+        return RewriteResult(
+            source=source,
+            language=spec.name,
+            target=target,
+            instruction=instruction,
+            old_region=region,
+            new_region=new_region,
+            new_text=new_text,
+            edits=text_edits(region, new_region, start_char),
+            errors=errors,
+            stats=generation.stats,
+            pieces=_pieces(self.backend, generation.tokens, origins),
+            context_lines=n_context,
+        )
+
+
+class RewriteCancelled(RewriteError):
+    pass
+
+
+def _pieces(backend, tokens: list[int], origins: list[str]) -> list[Piece]:
+    """Group consecutive tokens of the same origin; the closing fence is not part of the code."""
+    pieces: list[Piece] = []
+    buf, text_so_far = b"", ""
+    for tok, origin in zip(tokens, origins, strict=False):
+        buf += backend.token_bytes(tok)
+        try:
+            text = buf.decode("utf-8")
+        except UnicodeDecodeError:
+            continue  # a character split across tokens: wait for the rest
+        buf = b""
+        if prompts.FENCE in text_so_far + text:
+            text = (text_so_far + text).split(prompts.FENCE, 1)[0][len(text_so_far) :]
+            if text:
+                pieces.append(Piece(text, origin))
+            break
+        text_so_far += text
+        if pieces and pieces[-1].origin == origin:
+            pieces[-1].text += text
+        else:
+            pieces.append(Piece(text, origin))
+    return pieces

@@ -1,0 +1,111 @@
+"""Finding definitions with tree-sitter in every supported language."""
+
+from pathlib import Path
+
+import pytest
+
+from editspec.locate import (
+    LANGUAGES,
+    LocateError,
+    definitions,
+    find_at,
+    find_by_name,
+    language_for,
+    offset_of_line,
+    syntax_errors,
+)
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+# file -> (a name to find, the first line of its region, its last line, a line inside it)
+EXPECTED = {
+    "shapes.py": ("Rect.perimeter", 15, 18, 18),
+    "cart.js": ("Cart.total", 13, 19, 16),
+    "users.ts": ("displayName", 28, 30, 29),
+    "stack.go": ("Stack.Pop", 15, 23, 20),
+    "inventory.rs": ("Inventory.count", 15, 18, 17),
+    "Account.java": ("Account.toString", 25, 28, 27),
+    "vec.c": ("vec_push", 10, 23, 14),
+    "matrix.cpp": ("Matrix.transpose", 18, 25, 21),
+    "Library.cs": ("Library.Add", 11, 14, 13),
+}
+
+
+def load(name):
+    path = SAMPLES / name
+    spec = language_for(path)
+    data = path.read_bytes()
+    return spec, data, definitions(data, spec)
+
+
+def test_every_language_has_a_sample():
+    covered = {language_for(SAMPLES / name).name for name in EXPECTED}
+    assert covered == set(LANGUAGES) - {"tsx"}
+
+
+@pytest.mark.parametrize("name", sorted(EXPECTED))
+def test_find_by_name_and_by_line(name):
+    qualified, first, last, inside = EXPECTED[name]
+    spec, data, defs = load(name)
+    assert syntax_errors(data, spec) == []
+    found = find_by_name(defs, qualified)
+    assert (found.line, found.end_line) == (first, last)
+    assert find_at(defs, offset_of_line(data, inside)) is found
+    region = data[found.start : found.end].decode()
+    assert region.endswith("\n") and data[found.start - 1 : found.start] in (b"\n", b"")
+
+
+def test_decorators_and_leading_comments_belong_to_the_definition():
+    _, data, defs = load("shapes.py")
+    region = data[find_by_name(defs, "Rect.perimeter").start :].decode()
+    assert region.startswith("    # Perimeter of the rectangle.\n    @property\n")
+    assert data[find_by_name(defs, "Rect").start :].decode().startswith("@dataclass\nclass Rect")
+    _, data, defs = load("inventory.rs")
+    assert data[find_by_name(defs, "Inventory").start :].decode().startswith("/// Stock levels")
+    _, data, defs = load("Library.cs")
+    lend = find_at(defs, offset_of_line(data, 18))
+    assert lend.line == 16 and data[lend.start :].decode().lstrip().startswith('[Obsolete("Use TryLend")]')
+
+
+def test_nesting_picks_the_innermost_definition():
+    _, data, defs = load("shapes.py")
+    assert find_at(defs, offset_of_line(data, 26, 9)).name == "Circle.area"
+    assert find_at(defs, offset_of_line(data, 21)).name == "Circle"
+
+
+def test_overloads_are_ambiguous_by_name_and_distinct_by_line():
+    _, data, defs = load("Account.java")
+    with pytest.raises(LocateError, match="2 definitions match 'Account.deposit'.*--line"):
+        find_by_name(defs, "Account.deposit")
+    assert find_at(defs, offset_of_line(data, 22)).line == 21
+    _, data, defs = load("Library.cs")
+    with pytest.raises(LocateError, match="use --line"):
+        find_by_name(defs, "Lend")
+
+
+def test_simple_names_and_suffixes_find_methods():
+    _, _, defs = load("matrix.cpp")
+    assert find_by_name(defs, "transpose").name == "linalg.Matrix.transpose"
+    assert find_by_name(defs, "clamp").line == 27
+    _, _, defs = load("cart.js")
+    assert find_by_name(defs, "describe").kind == "variable_declarator"
+
+
+def test_helpful_errors():
+    _, data, defs = load("stack.go")
+    with pytest.raises(LocateError, match="no function, method or class named 'Peek'.*Stack.Pop"):
+        find_by_name(defs, "Peek")
+    with pytest.raises(LocateError, match="no function, method or class there"):
+        find_at(defs, offset_of_line(data, 1))
+    with pytest.raises(LocateError, match="past the end"):
+        offset_of_line(data, 999)
+    with pytest.raises(LocateError, match="--language"):
+        language_for("notes.txt")
+    with pytest.raises(LocateError, match="unknown language 'cobol'"):
+        language_for("x.py", "cobol")
+    assert language_for("x", "ts").name == "typescript"
+
+
+def test_columns_count_characters_not_bytes():
+    data = "def f():\n    s = 'héllo'; return s\n".encode()
+    assert data[offset_of_line(data, 2, 12) :].startswith(b"llo")

@@ -1,0 +1,187 @@
+"""`editspec rewrite` end to end on the bundled model, its error cases, and the work outside the model."""
+
+import json
+import os
+import time
+
+import pytest
+from click.testing import CliRunner
+
+from editspec.cli import EXIT_INPUT, EXIT_MODEL, main
+from editspec.decoding import DecodeOptions, Decoder
+from editspec.locate import definitions, find_by_name, language_for, parse, reparse_after_replace, syntax_errors
+from editspec.rewrite import Rewriter, SourceFile, apply_edits, text_edits
+
+CODE = (
+    "import math\n\n\n"
+    "class Shape:\n"
+    "    def area(self, r):\n"
+    "        result = math.pi * r * r\n"
+    "        return result\n\n\n"
+    "def total(values):\n"
+    "    s = 0\n"
+    "    for v in values:\n"
+    "        s = s + v\n"
+    "    return s\n"
+)
+
+
+def run(*args, input=None):
+    return CliRunner().invoke(main, ["rewrite", *args, "--max-tokens", "120", "-q"], input=input)
+
+
+@pytest.fixture
+def source(tmp_path):
+    path = tmp_path / "geometry.py"
+    path.write_bytes(CODE.encode())
+    os.chmod(path, 0o640)
+    return path
+
+
+def test_prints_a_diff_and_leaves_the_file(source):
+    result = run(str(source), "-f", "total", "-i", "Use the built-in sum.")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith(f"--- a/{source}\n+++ b/{source}\n@@")
+    assert "-    for v in values:" in result.output
+    assert source.read_bytes() == CODE.encode()
+
+
+def test_apply_writes_atomically_and_keeps_the_mode(source):
+    result = run(str(source), "--line", "11", "-i", "Use the built-in sum.", "--apply")
+    assert result.exit_code == 0, result.output
+    new = source.read_text()
+    assert new != CODE and new.startswith("import math\n\n\nclass Shape:\n    def area(self, r):\n")
+    assert "def total" in new and syntax_errors(new.encode(), language_for(source)) == []
+    assert oct(os.stat(source).st_mode & 0o777) == "0o640"
+    assert [p.name for p in source.parent.iterdir()] == ["geometry.py"]  # no temporary file left
+
+
+def test_json_fields_are_consistent(source):
+    result = run(str(source), "-f", "Shape.area", "-i", "Return the expression directly.", "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["target"] == {"name": "Shape.area", "kind": "function_definition", "start_line": 5, "end_line": 7}
+    s = data["stats"]
+    assert s["generated_tokens"] >= 1 and s["target_passes"] == len(data["rounds"]) + 1
+    assert s["accepted_tokens"] <= s["drafted_tokens"]
+    assert s["accepted_tokens"] == sum(r["accepted"] for r in data["rounds"])
+    edits = data["edits"]
+    rebuilt = CODE
+    for e in sorted(edits, key=lambda e: e["start"], reverse=True):
+        rebuilt = rebuilt[: e["start"]] + e["new_text"] + rebuilt[e["end"] :]
+    assert rebuilt.endswith(CODE[CODE.index("\n\n\ndef total") :])  # nothing outside the method changed
+    assert data["changed"] == (rebuilt != CODE) and (data["diff"] != "") == data["changed"]
+    assert {p["origin"] for p in data["pieces"]} <= {"copied", "drafted", "target"}
+
+
+def test_show_marks_where_tokens_came_from(source):
+    result = run(str(source), "-f", "total", "-i", "Rename s to acc.", "--show")
+    assert result.exit_code == 0, result.output
+    assert "legend:" in result.output and "def total" in result.output
+
+
+def test_crlf_and_indentation_are_kept(tmp_path):
+    path = tmp_path / "win.py"
+    path.write_bytes(CODE.replace("\n", "\r\n").encode())
+    result = run(str(path), "-f", "Shape.area", "-i", "Rename result to value.", "--apply")
+    assert result.exit_code == 0, result.output
+    raw = path.read_bytes()
+    assert b"\n" not in raw.replace(b"\r\n", b"")  # every line end is still CRLF
+    lines = raw.decode().split("\r\n")
+    assert lines[:4] == ["import math", "", "", "class Shape:"]
+    method = lines[4 : lines.index("def total(values):")]
+    assert method[0].startswith("    def ")  # still a method of the class, at the class's indentation
+    assert all(line.startswith("    ") for line in method if line.strip())
+
+
+def test_stdin_in_and_out(source):
+    result = run("-", "--language", "python", "-f", "total", "-i", "Use the built-in sum.", "--apply", input=CODE)
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("import math\n") and "def total" in result.output
+
+
+ERRORS = [
+    (["missing.py", "-f", "total", "-i", "x"], "no such file"),
+    (["{dir}", "-f", "total", "-i", "x"], "is a directory"),
+    (["{file}", "-f", "nope", "-i", "x"], "no function, method or class named 'nope'"),
+    (["{file}", "-f", "total", "-i", "   "], "instruction is empty"),
+    (["{file}", "-l", "2", "-i", "x"], "no function, method or class there"),
+    (["{file}", "-l", "500", "-i", "x"], "past the end"),
+    (["{file}", "-i", "x"], "exactly one of --function"),
+    (["{file}", "-f", "total", "-i", "x", "--language", "cobol"], "unknown language"),
+    (["{binary}", "-f", "total", "-i", "x"], "binary"),
+    (["{latin1}", "-l", "1", "-i", "x"], "not UTF-8"),
+    (["{txt}", "-l", "1", "-i", "x"], "--language"),
+    (["{twice}", "-f", "f", "-i", "x"], "2 definitions match 'f'"),
+]
+
+
+@pytest.mark.parametrize("args,message", ERRORS)
+def test_bad_input_is_one_clear_message_and_nothing_changes(tmp_path, source, args, message):
+    files = {
+        "dir": tmp_path,
+        "file": source,
+        "binary": tmp_path / "b.py",
+        "latin1": tmp_path / "l.py",
+        "txt": tmp_path / "notes.txt",
+        "twice": tmp_path / "t.py",
+    }
+    files["binary"].write_bytes(b"\x00\x01def f(): pass\n")
+    files["latin1"].write_bytes("x = 'caf\xe9'\n".encode("latin-1"))
+    files["txt"].write_text("def f(): pass\n")
+    files["twice"].write_text("def f():\n    return 1\n\n\ndef f():\n    return 2\n")
+    before = {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()}
+    result = run(*[a.format(**files) for a in args])
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert {p: p.read_bytes() for p in tmp_path.iterdir() if p.is_file()} == before
+
+
+def test_unloadable_model(source, tmp_path):
+    bad = tmp_path / "bad.gguf"
+    bad.write_bytes(b"GGUF" + b"\0" * 64)
+    result = run(str(source), "-f", "total", "-i", "x", "--model", str(bad))
+    assert result.exit_code == EXIT_MODEL and "could not load" in result.output
+    assert source.read_bytes() == CODE.encode()
+
+
+def test_text_edits_are_small_and_exact():
+    old = "a = 1\nb = 2\nc = 3\n"
+    new = "a = 1\nb = 20\nc = 3\nd = 4\n"
+    edits = text_edits(old, new)
+    assert apply_edits(old, edits) == new
+    assert sum(e.end - e.start for e in edits) <= 2 and all(len(e.new_text) <= 6 for e in edits)
+
+
+def test_overhead_outside_the_model_is_small_on_a_big_file(backend):
+    lines = ["import os", "import sys", ""]
+    i = 0
+    while len(lines) < 5000:
+        lines += [
+            f"def func_{i}(a, b):",
+            f"    x = a + b * {i}",
+            f"    if x > {i}:",
+            "        return x",
+            "    return -x",
+            "",
+        ]
+        i += 1
+    text = "\n".join(lines) + "\n"
+    rewriter = Rewriter(Decoder(backend, DecodeOptions(speculate=False)))
+    timings = []
+    for _ in range(5):
+        t0 = time.perf_counter()
+        source = SourceFile.from_bytes(text.encode())
+        spec = language_for("big.py")
+        data = source.text.encode()
+        tree = parse(data, spec)
+        target = find_by_name(definitions(data, spec, tree), "func_400")
+        old_errors = syntax_errors(data, spec, tree)
+        prompt, region, _, _ = rewriter.prompt_tokens(source, spec, target, "Add type hints.", tree)
+        new_region = region.replace("(a, b)", "(a: int, b: int)")
+        new_data = data[: target.start] + new_region.encode() + data[target.end :]
+        new_tree = reparse_after_replace(tree, data, target.start, target.end, new_data, spec)
+        assert syntax_errors(new_data, spec, new_tree) == old_errors == []
+        assert len(text_edits(region, new_region)) == 1
+        timings.append(time.perf_counter() - t0)
+    assert prompt and min(timings) < 0.050, f"{min(timings) * 1000:.1f} ms"
