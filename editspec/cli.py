@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 
@@ -192,12 +193,12 @@ def rewrite(
         click.echo(result.diff(), nl=False)
     if not quiet:
         err.print(summary_line(result.stats, decoder.verify_seconds), highlight=False)
-    if result.errors:
-        where = ", ".join(f"line {ln} column {col}" for ln, col in result.errors[:5])
-        err.print(f"[yellow]the rewritten file does not parse ({where})[/]", highlight=False)
+    problem = result.problem()
+    if problem:
+        err.print(f"[yellow]warning: {problem}[/]", highlight=False, soft_wrap=True)
     if apply_:
-        if result.errors and not force:
-            fail("not written because it does not parse; check the diff, or use --force", EXIT_UNPARSABLE)
+        if problem and not force:
+            fail(f"not written: {problem}; check the diff, or use --force", EXIT_UNPARSABLE)
         if file == "-":
             sys.stdout.buffer.write(source.encode(result.new_text))
             return
@@ -280,3 +281,168 @@ def print_bench(result: dict, methods) -> None:
         )
     out.print(table)
     out.print(f"This machine's limit (one decode step / best per-token verify cost): {result['limit']:.2f}x")
+
+
+@main.command()
+@click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
+@click.option("--instruction", "-i", required=True, help="what to change in every selected function")
+@click.option("--select", "select", default="*", show_default=True, help="function name pattern (Class.method or name)")
+@click.option("--glob", "glob", default=None, help="file pattern, e.g. '*.py' (default: every supported file)")
+@click.option("--apply", "apply_", is_flag=True, help="write each file (atomically) once its functions are done")
+@click.option(
+    "--patch",
+    "patch_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="write the combined patch here instead of stdout",
+)
+@click.option(
+    "--state",
+    "state_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=Path(".editspec-batch.json"),
+    show_default=True,
+    help="where progress is kept for resuming",
+)
+@click.option("--fresh", is_flag=True, help="ignore a saved state and start over")
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar")
+@decode_options
+def batch(
+    paths,
+    instruction,
+    select,
+    glob,
+    apply_,
+    patch_path,
+    state_path,
+    fresh,
+    quiet,
+    temperature,
+    top_p,
+    seed,
+    max_tokens,
+    no_speculation,
+    context_tokens,
+    model,
+    draft_model,
+    threads,
+) -> None:
+    """Rewrite every selected function under PATHS; print one combined patch (or --apply)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .batch import BatchError, BatchState, collect_files, plan, rewrite_file, run_key
+    from .rewrite import Rewriter
+
+    if not instruction.strip():
+        fail("the instruction is empty: say what to change", EXIT_INPUT)
+    try:
+        files = collect_files(paths, glob)
+    except BatchError as e:
+        fail(str(e), EXIT_INPUT)
+    jobs, unreadable = plan(files, select)
+    if not jobs:
+        fail(f"no functions matching {select!r} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
+    decoder = load_decoder(model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation)
+    rewriter = Rewriter(decoder, context_tokens)
+    key = run_key(
+        instruction=instruction,
+        select=select,
+        glob=glob,
+        apply=apply_,
+        model=str(decoder.backend.path),
+        roots=sorted(str(p.resolve()) for p in paths),
+        temperature=temperature,
+        top_p=top_p,
+        seed=seed,
+        max_tokens=max_tokens,
+        speculate=not no_speculation,
+    )
+    state = BatchState(state_path, "" if fresh else key)
+    state.key = key
+    if state.resumed:
+        err.print(f"resuming: {len(state.files)} file(s) already done (state in {state_path}; --fresh starts over)")
+
+    outcomes = []
+    total = sum(len(j.targets) for j in jobs)
+    counters = {"tokens": 0, "drafted": 0, "accepted": 0, "seconds": 0.0}
+    columns = [
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TextColumn("functions"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[rate]}"),
+    ]
+    interrupted = False
+    with Progress(*columns, console=err, disable=quiet or not err.is_terminal, transient=False) as bar:
+        task = bar.add_task("rewriting", total=total, rate="")
+        try:
+            for job in jobs:
+                display = os.path.relpath(job.path)
+                done = state.finished(display, job.path, apply_)
+                if done is not None:
+                    outcomes.append(done)
+                    bar.advance(task, len(job.targets))
+                    continue
+                bar.update(task, description=display)
+
+                def on_function(name, what, tokens):
+                    bar.advance(task)
+
+                outcome = rewrite_file(rewriter, job, instruction, apply_, display, on_function)
+                counters["tokens"] += outcome.tokens
+                counters["seconds"] += outcome.decode_seconds
+                rate = counters["tokens"] / counters["seconds"] if counters["seconds"] else 0.0
+                bar.update(task, rate=f"{rate:.0f} tok/s")
+                outcomes.append(outcome)
+                state.record(outcome)
+        except KeyboardInterrupt:
+            interrupted = True
+
+    patch = "".join(o.diff for o in outcomes if o.status == "rewritten")
+    if not apply_:
+        if patch_path:
+            patch_path.write_text(patch)
+        else:
+            click.echo(patch, nl=False)
+    print_batch_summary(outcomes, unreadable, total, apply_, patch_path)
+    if interrupted:
+        fail(
+            f"interrupted after {len(outcomes)} of {len(jobs)} files; every file is either untouched or fully "
+            f"rewritten. Run the same command again to resume.",
+            EXIT_INTERRUPTED,
+        )
+    state.remove()
+
+
+def print_batch_summary(outcomes, unreadable, total, applied, patch_path) -> None:
+    count = {s: sum(1 for o in outcomes if o.status == s) for s in ("rewritten", "unchanged", "failed", "skipped")}
+    functions = sum(o.functions for o in outcomes)
+    rewritten = sum(o.rewritten for o in outcomes)
+    failures = [(o.path, name, why) for o in outcomes for name, why in o.failures]
+    tokens = sum(o.tokens for o in outcomes)
+    seconds = sum(o.decode_seconds for o in outcomes)
+    plain = sum(o.plain_estimate_seconds for o in outcomes)
+    err.print(
+        f"{len(outcomes)} files: {count['rewritten']} rewritten, {count['unchanged']} unchanged, "
+        f"{count['failed']} failed, {count['skipped']} skipped · {functions} of {total} functions done, "
+        f"{rewritten} rewritten, {len(failures)} failed · {tokens} tokens"
+        + (f" · speed-up {plain / seconds:.2f}x over plain decoding (estimated)" if seconds else ""),
+        highlight=False,
+        soft_wrap=True,
+    )
+    for path, name, why in failures[:20]:
+        err.print(f"  failed: {path}: {name}: {why}", highlight=False, soft_wrap=True)
+    for o in outcomes:
+        if o.status == "skipped":
+            err.print(f"  skipped: {o.path}: {o.reason}", highlight=False, soft_wrap=True)
+    for path, why in unreadable:
+        err.print(f"  unreadable: {path}: {why}", highlight=False, soft_wrap=True)
+    if applied:
+        err.print(f"wrote {count['rewritten']} file(s)")
+    elif patch_path:
+        err.print(f"patch written to {patch_path}; nothing else changed")
+
+
+if __name__ == "__main__":
+    main()

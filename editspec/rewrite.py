@@ -20,6 +20,7 @@ from . import prompts
 from .decoding import Decoder
 from .engine import Round, Stats
 from .locate import (
+    CLASS_LIKE,
     Definition,
     LanguageSpec,
     definitions,
@@ -155,6 +156,21 @@ def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
     return dedent("".join(body), common_indent(body))
 
 
+def extra_definitions(answer: str, spec: LanguageSpec, target: Definition) -> list[str]:
+    """Top-level definitions in the answer other than the first: asked to rewrite one function, a small model
+    sometimes writes several. (A class target may hold anything.)"""
+    if target.kind in CLASS_LIKE:
+        return []
+    data = answer.encode("utf-8")
+    top = [
+        d
+        for d in definitions(data, spec)
+        if not d.containers and data[d.node_start - 1 : d.node_start] in (b"", b"\n") or d.node_start == 0
+    ]
+    outermost = [d for d in top if not any(o is not d and o.start <= d.start and d.end <= o.end for o in top)]
+    return [d.name for d in outermost[1:]]
+
+
 def indent_lines(text: str, indent: str) -> str:
     return "".join(indent + line if line.strip() else line for line in text.splitlines(keepends=True))
 
@@ -182,6 +198,16 @@ class RewriteResult:
     stats: Stats
     pieces: list[Piece] = field(default_factory=list)
     context_lines: int = 0
+    extra_definitions: list[str] = field(default_factory=list)  # definitions beside the one asked for
+
+    def problem(self) -> str | None:
+        """Why this rewrite should not be written without --force, or None."""
+        if self.errors:
+            line, col = self.errors[0]
+            return f"the rewritten file does not parse (line {line}, column {col})"
+        if self.extra_definitions:
+            return f"the model wrote more than {self.target.name}: also {', '.join(self.extra_definitions[:4])}"
+        return None
 
     @property
     def changed(self) -> bool:
@@ -210,6 +236,8 @@ class RewriteResult:
             "new_region": self.new_region,
             "edits": [{"start": e.start, "end": e.end, "new_text": e.new_text} for e in self.edits],
             "syntax_errors": [{"line": line, "column": col} for line, col in self.errors],
+            "extra_definitions": self.extra_definitions,
+            "problem": self.problem(),
             "context_lines": self.context_lines,
             "stats": self.stats.summary(),
             "rounds": [
@@ -321,6 +349,7 @@ class Rewriter:
         if not answer.strip():
             raise RewriteError("the model returned no code; try another instruction or a larger model")
         answer = unwrap_enclosing_class(answer, target.containers)
+        extra = extra_definitions(answer, spec, target)
         new_region = indent_lines(answer.rstrip("\n") + "\n", indent)
         if not region.endswith("\n"):
             new_region = new_region.rstrip("\n")
@@ -343,6 +372,7 @@ class Rewriter:
             stats=generation.stats,
             pieces=_pieces(self.backend, generation.tokens, origins),
             context_lines=n_context,
+            extra_definitions=extra,
         )
 
 

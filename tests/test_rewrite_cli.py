@@ -83,7 +83,7 @@ def test_show_marks_where_tokens_came_from(source):
 def test_crlf_and_indentation_are_kept(tmp_path):
     path = tmp_path / "win.py"
     path.write_bytes(CODE.replace("\n", "\r\n").encode())
-    result = run(str(path), "-f", "Shape.area", "-i", "Rename result to value.", "--apply")
+    result = run(str(path), "-f", "Shape.area", "-i", "Rename result to value.", "--apply", "--force")
     assert result.exit_code == 0, result.output
     raw = path.read_bytes()
     assert b"\n" not in raw.replace(b"\r\n", b"")  # every line end is still CRLF

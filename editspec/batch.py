@@ -1,0 +1,256 @@
+"""`editspec batch`: one instruction over every selected function of a tree.
+
+Files are independent jobs (`plan` lists them, `rewrite_file` does one), so a later step can hand them to
+several worker processes or machines; here one process runs them in turn, the model using all cores.
+A file is written (atomically) only when all its functions are done, so an interruption leaves every file
+either as it was or fully rewritten; a small state file records finished files and a rerun resumes.
+"""
+
+from __future__ import annotations
+
+import difflib
+import fnmatch
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import pathspec
+
+from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, language_for
+from .rewrite import Progress, RewriteError, Rewriter, SourceFile, write_atomically
+
+NOT_FUNCTIONS = CLASS_LIKE | {"type_spec", "struct_item", "enum_item", "interface_declaration"}
+DEFAULT_STATE = ".editspec-batch.json"
+
+
+class BatchError(Exception):
+    pass
+
+
+def _ignore_specs(directory: Path) -> pathspec.PathSpec | None:
+    ignore = directory / ".gitignore"
+    if not ignore.is_file():
+        return None
+    return pathspec.GitIgnoreSpec.from_lines(ignore.read_text(errors="replace").splitlines())
+
+
+def _ignored(specs: list[tuple[Path, pathspec.PathSpec]], path: Path, is_dir: bool) -> bool:
+    """Whether a .gitignore in an enclosing directory ignores `path`."""
+    for spec_dir, spec in specs:
+        if spec_dir in path.parents:
+            rel = path.relative_to(spec_dir).as_posix() + ("/" if is_dir else "")
+            if spec.match_file(rel):
+                return True
+    return False
+
+
+def collect_files(roots: Iterable[Path], glob: str | None = None) -> list[Path]:
+    """Source files under the roots in a supported language, minus what .gitignore files ignore;
+    links are never followed out of their root."""
+    found: list[Path] = []
+    for root in roots:
+        if not root.exists():
+            raise BatchError(f"no such file or directory: {root}")
+        base = root.resolve()
+        if root.is_file():
+            candidates = [(root, root.name)]
+        else:
+            candidates = []
+            specs: list[tuple[Path, pathspec.PathSpec]] = []
+            for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
+                here = Path(dirpath)
+                spec = _ignore_specs(here)
+                if spec is not None:
+                    specs.append((here, spec))
+                dirnames[:] = sorted(d for d in dirnames if d != ".git" and not _ignored(specs, here / d, True))
+                for name in sorted(filenames):
+                    path = here / name
+                    if not _ignored(specs, path, False):
+                        candidates.append((path, path.relative_to(root).as_posix()))
+        for path, rel in candidates:
+            real = path.resolve()
+            if path.is_symlink() and root.is_dir() and base not in real.parents:
+                continue  # a link out of the tree: not ours to rewrite
+            if glob and not fnmatch.fnmatch(rel, glob) and not fnmatch.fnmatch(path.name, glob):
+                continue
+            try:
+                language_for(path)
+            except LocateError:
+                continue
+            if real.is_file():
+                found.append(path)
+    return found
+
+
+def select_functions(defs: list[Definition], pattern: str) -> list[Definition]:
+    """Functions and methods whose name matches; never one inside another (their regions would overlap)."""
+    chosen: list[Definition] = []
+    for d in defs:
+        if d.kind in NOT_FUNCTIONS:
+            continue
+        if not (fnmatch.fnmatchcase(d.name, pattern) or fnmatch.fnmatchcase(d.simple_name, pattern)):
+            continue
+        if chosen and d.start < chosen[-1].end:
+            continue
+        chosen.append(d)
+    return chosen
+
+
+@dataclass
+class FileJob:
+    path: Path
+    language: LanguageSpec
+    targets: list[Definition]
+
+
+def plan(files: list[Path], pattern: str) -> tuple[list[FileJob], list[tuple[Path, str]]]:
+    """The jobs, and the files that cannot be read (with why)."""
+    jobs, unreadable = [], []
+    for path in files:
+        spec = language_for(path)
+        try:
+            source = SourceFile.read(path)
+        except RewriteError as e:
+            unreadable.append((path, str(e)))
+            continue
+        targets = select_functions(definitions(source.text.encode("utf-8"), spec), pattern)
+        if targets:
+            jobs.append(FileJob(path, spec, targets))
+    return jobs, unreadable
+
+
+@dataclass
+class FileOutcome:
+    path: str
+    status: str  # "rewritten", "unchanged", "failed" (nothing kept), "skipped" (changed on disk, unreadable)
+    functions: int = 0
+    rewritten: int = 0
+    failures: list[tuple[str, str]] = field(default_factory=list)  # (function, why)
+    diff: str = ""
+    tokens: int = 0
+    decode_seconds: float = 0.0
+    plain_estimate_seconds: float = 0.0
+    sha_before: str = ""
+    sha_after: str = ""
+    reason: str = ""
+
+
+# Called after each function with (function name, its outcome "rewritten"/"unchanged"/"failed", tokens).
+FunctionCallback = Callable[[str, str, int], None]
+
+
+def rewrite_file(
+    rewriter: Rewriter,
+    job: FileJob,
+    instruction: str,
+    apply: bool,
+    display_path: str,
+    on_function: FunctionCallback | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> FileOutcome:
+    outcome = FileOutcome(display_path, "unchanged", functions=len(job.targets))
+    try:
+        source = SourceFile.read(job.path)
+    except RewriteError as e:
+        return FileOutcome(display_path, "skipped", reason=str(e))
+    outcome.sha_before = source.digest
+    current = source.text
+    targets = select_functions(definitions(current.encode("utf-8"), job.language), "*")
+    wanted = {(t.name, t.line) for t in job.targets}
+    step_cost = rewriter.decoder.verify_seconds[1] if rewriter.decoder.verify_seconds else 0.0
+    # Bottom-up: rewriting a later function never moves an earlier one.
+    for target in reversed([t for t in targets if (t.name, t.line) in wanted]):
+        snapshot = SourceFile(job.path, source.raw, current, source.crlf)
+        try:
+            result = rewriter.rewrite(snapshot, job.language, target, instruction, on_progress)
+        except RewriteError as e:
+            outcome.failures.append((target.name, str(e)))
+            _notify(on_function, target.name, "failed", 0)
+            continue
+        outcome.tokens += result.stats.generated_tokens
+        outcome.decode_seconds += result.stats.decode_seconds
+        outcome.plain_estimate_seconds += max(result.stats.generated_tokens - 1, 0) * step_cost
+        problem = result.problem()
+        if problem:
+            outcome.failures.append((target.name, problem))
+            _notify(on_function, target.name, "failed", result.stats.generated_tokens)
+            continue
+        changed = result.new_text != current
+        current = result.new_text
+        outcome.rewritten += changed
+        _notify(on_function, target.name, "rewritten" if changed else "unchanged", result.stats.generated_tokens)
+
+    if current != source.text:
+        outcome.status = "rewritten"
+        outcome.diff = "".join(
+            difflib.unified_diff(
+                source.text.splitlines(keepends=True),
+                current.splitlines(keepends=True),
+                f"a/{display_path}",
+                f"b/{display_path}",
+            )
+        )
+        new_bytes = source.encode(current)
+        outcome.sha_after = hashlib.sha256(new_bytes).hexdigest()
+        if apply:
+            try:
+                write_atomically(job.path, new_bytes, source.raw)
+            except RewriteError as e:
+                return FileOutcome(
+                    display_path, "skipped", functions=len(job.targets), reason=str(e), sha_before=outcome.sha_before
+                )
+    elif outcome.failures and not outcome.rewritten:
+        outcome.status = "failed"
+    return outcome
+
+
+def _notify(callback: FunctionCallback | None, name: str, what: str, tokens: int) -> None:
+    if callback is not None:
+        callback(name, what, tokens)
+
+
+class BatchState:
+    """Finished files of a run, keyed by the run's settings; written atomically after every file."""
+
+    def __init__(self, path: Path, key: str):
+        self.path, self.key = path, key
+        self.files: dict[str, dict] = {}
+        self.resumed = False
+        try:
+            data = json.loads(path.read_text())
+        except (OSError, ValueError):
+            return
+        if data.get("key") == key:
+            self.files = data.get("files", {})
+            self.resumed = bool(self.files)
+
+    def finished(self, display_path: str, file_path: Path, apply: bool) -> FileOutcome | None:
+        """The recorded outcome, if that file is still as the run left it."""
+        entry = self.files.get(display_path)
+        if entry is None:
+            return None
+        try:
+            digest = hashlib.sha256(file_path.read_bytes()).hexdigest()
+        except OSError:
+            return None
+        expected = entry["sha_after"] if (apply and entry["status"] == "rewritten") else entry["sha_before"]
+        if digest != expected:
+            return None
+        entry = dict(entry, failures=[tuple(f) for f in entry.get("failures", [])])
+        return FileOutcome(**entry)
+
+    def record(self, outcome: FileOutcome) -> None:
+        self.files[outcome.path] = asdict(outcome)
+        tmp = self.path.with_name(self.path.name + ".tmp")
+        tmp.write_text(json.dumps({"key": self.key, "files": self.files}, indent=1))
+        os.replace(tmp, self.path)
+
+    def remove(self) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def run_key(**settings) -> str:
+    return hashlib.sha256(json.dumps(settings, sort_keys=True, default=str).encode()).hexdigest()[:16]

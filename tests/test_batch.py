@@ -1,0 +1,162 @@
+"""`editspec batch`: which files and functions, patch or apply, interruption and resume."""
+
+import hashlib
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from editspec.batch import FileJob, collect_files, rewrite_file, select_functions
+from editspec.cli import EXIT_INPUT, main
+from editspec.decoding import DecodeOptions, Decoder
+from editspec.locate import definitions, language_for
+from editspec.rewrite import Rewriter
+
+SAMPLES = Path(__file__).resolve().parents[1] / "samples"
+
+
+def sha(path):
+    return hashlib.sha256(path.read_bytes()).hexdigest()
+
+
+def test_collect_respects_gitignore_globs_and_links(tmp_path):
+    (tmp_path / "src").mkdir()
+    shutil.copy(SAMPLES / "shapes.py", tmp_path / "src" / "shapes.py")
+    shutil.copy(SAMPLES / "stack.go", tmp_path / "stack.go")
+    (tmp_path / "build").mkdir()
+    shutil.copy(SAMPLES / "shapes.py", tmp_path / "build" / "generated.py")
+    (tmp_path / ".gitignore").write_text("build/\n*.tmp.py\n")
+    (tmp_path / "scratch.tmp.py").write_text("def f():\n    pass\n")
+    (tmp_path / "notes.txt").write_text("not code")
+    outside = tmp_path.parent / f"{tmp_path.name}-outside.py"
+    outside.write_text("def secret():\n    pass\n")
+    (tmp_path / "link.py").symlink_to(outside)
+    (tmp_path / "inner.py").symlink_to(tmp_path / "src" / "shapes.py")  # a link inside the tree is fine
+    found = sorted(p.relative_to(tmp_path).as_posix() for p in collect_files([tmp_path]))
+    assert found == ["inner.py", "src/shapes.py", "stack.go"]
+    assert [p.name for p in collect_files([tmp_path], "*.go")] == ["stack.go"]
+
+
+def test_select_functions_only_and_never_overlapping():
+    source = b"class A:\n    def f(self):\n        def inner():\n            pass\n\n    def g(self):\n        pass\n"
+    spec = language_for("x.py")
+    chosen = select_functions(definitions(source, spec), "*")
+    assert [d.name for d in chosen] == ["A.f", "A.g"]
+    assert [d.name for d in select_functions(definitions(source, spec), "g")] == ["A.g"]
+
+
+def copy_tree(tmp_path):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("shapes.py", "stack.go"):
+        shutil.copy(SAMPLES / name, tree / name)
+    return tree
+
+
+def test_patch_mode_changes_nothing(tmp_path):
+    tree = copy_tree(tmp_path)
+    before = {p.name: p.read_bytes() for p in tree.iterdir()}
+    patch = tmp_path / "out.diff"
+    result = CliRunner().invoke(
+        main,
+        [
+            "batch",
+            str(tree),
+            "-i",
+            "Add a short comment at the top of the body.",
+            "--select",
+            "Sum",
+            "--patch",
+            str(patch),
+            "--state",
+            str(tmp_path / "s.json"),
+            "--max-tokens",
+            "120",
+            "-q",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert {p.name: p.read_bytes() for p in tree.iterdir()} == before
+    assert "1 files:" in result.output and "functions done" in result.output
+    text = patch.read_text()
+    assert text == "" or text.startswith("--- a/") and "stack.go" in text
+    assert not (tmp_path / "s.json").exists()  # a finished run leaves no state behind
+
+
+def test_no_matching_functions_is_an_error(tmp_path):
+    tree = copy_tree(tmp_path)
+    result = CliRunner().invoke(main, ["batch", str(tree), "-i", "x", "--select", "nothing_like_this"])
+    assert result.exit_code == EXIT_INPUT and "no functions matching" in result.output
+
+
+def test_a_file_changed_on_disk_is_skipped_and_left_alone(tmp_path, backend):
+    tree = copy_tree(tmp_path)
+    path = tree / "stack.go"
+    spec = language_for(path)
+    targets = select_functions(definitions(path.read_bytes(), spec), "Sum")
+    rewriter = Rewriter(Decoder(backend, DecodeOptions(max_tokens=80)))
+    original = rewriter.rewrite
+
+    def rewrite_while_someone_edits(*args, **kwargs):
+        result = original(*args, **kwargs)
+        path.write_text(path.read_text() + "\n// edited meanwhile\n")
+        object.__setattr__(result, "new_text", result.new_text + "// rewritten\n")
+        return result
+
+    rewriter.rewrite = rewrite_while_someone_edits
+    outcome = rewrite_file(rewriter, FileJob(path, spec, targets), "Add a comment.", True, "stack.go")
+    assert outcome.status == "skipped" and "changed on disk" in outcome.reason
+    assert path.read_text().endswith("// edited meanwhile\n")
+
+
+def test_interrupted_batch_resumes_and_never_half_writes(tmp_path):
+    tree = copy_tree(tmp_path)
+    originals = {p.name: sha(p) for p in tree.iterdir()}
+    state = tmp_path / "state.json"
+    command = [
+        sys.executable,
+        "-m",
+        "editspec.cli",
+        "batch",
+        str(tree),
+        "--apply",
+        "-q",
+        "--state",
+        str(state),
+        "-i",
+        "Add a one-line comment that says what the function does.",
+        "--max-tokens",
+        "100",
+    ]
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    deadline = time.time() + 120
+    while time.time() < deadline and proc.poll() is None:
+        if state.exists() and json.loads(state.read_text())["files"]:
+            break
+        time.sleep(0.05)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Run the same command again to resume" in err
+    recorded = json.loads(state.read_text())["files"]
+    assert 1 <= len(recorded) < 2
+    for path in tree.iterdir():
+        entry = recorded.get(os.path.relpath(path))
+        allowed = {originals[path.name]} | ({entry["sha_after"]} if entry and entry["sha_after"] else set())
+        assert sha(path) in allowed, f"{path.name} is neither as it was nor fully rewritten"
+
+    done_before = {name: sha(tree / Path(name).name) for name in recorded}
+    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "resuming: 1 file(s) already done" in resumed.stderr
+    assert "2 files:" in resumed.stderr
+    for name, digest in done_before.items():
+        assert sha(tree / Path(name).name) == digest  # not redone
+    assert not state.exists()
