@@ -1,0 +1,1 @@
+"""editspec's language server: the protocol layer over `editspec` (no decoding logic here)."""

@@ -1,0 +1,3 @@
+from lsp.server import main
+
+main()

@@ -1,0 +1,287 @@
+"""`editspec-lsp`: "rewrite this function" as a code action, streamed back as workspace edits.
+
+One small handler per LSP method; the work is done by `editspec` (locating, prompting, decoding) and by
+`RewriteJob` (streaming edits into the document).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import concurrent.futures
+import logging
+import threading
+import uuid
+
+from lsprotocol import types
+from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.lsp.server import LanguageServer
+from pygls.protocol import LanguageServerProtocol
+
+from editspec.decoding import DecodeOptions, Decoder, open_decoder
+from editspec.locate import LocateError, definitions, find_at, language_for
+from editspec.models import ModelError
+from editspec.rewrite import RewriteCancelled, RewriteError, Rewriter, SourceFile
+
+from . import positions
+from .rewrite_job import RegionLost, RewriteJob, RewriteRefused
+from .settings import Settings, updated
+
+REWRITE = "editspec.rewrite"
+CANCEL = "editspec.cancel"
+log = logging.getLogger("editspec.lsp")
+
+
+class EditSpecProtocol(LanguageServerProtocol):
+    """pygls answers $/cancelRequest for a running command but lets the command run on; tell our job too."""
+
+    def _handle_cancel_notification(self, msg_id):
+        job = self._server.jobs_by_request.get(msg_id)
+        if job is not None:
+            job.cancelled.set()
+        super()._handle_cancel_notification(msg_id)
+
+
+class EditSpecServer(LanguageServer):
+    def __init__(self):
+        super().__init__("editspec", "0.1.0", protocol_cls=EditSpecProtocol)
+        self.settings = Settings()
+        self.jobs: dict[str, RewriteJob] = {}  # by document uri: one rewrite per document
+        self.jobs_by_request: dict = {}
+        self._model: concurrent.futures.Future[Decoder] | None = None
+        self._model_key: tuple | None = None
+        self._model_lock = threading.Lock()
+        # Not pygls's thread pool: its stdio reader runs there, and must not wait behind a model load.
+        self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editspec-load")
+        self.model_busy = asyncio.Lock()  # one model, one context: rewrites in different documents queue
+
+    def decoder(self) -> concurrent.futures.Future[Decoder]:
+        """The shared model, loading in the background (once per settings that affect it)."""
+        with self._model_lock:
+            key = self.settings.model_key
+            if self._model is None or self._model_key != key:
+                s = self.settings
+                options = DecodeOptions(temperature=s.temperature, max_tokens=s.max_tokens)
+                self._model = self._loader.submit(
+                    open_decoder, s.model, s.draft_model, threads=s.threads, options=options
+                )
+                self._model_key = key
+            return self._model
+
+    def show(self, message: str, kind=types.MessageType.Error) -> None:
+        self.window_show_message(types.ShowMessageParams(type=kind, message=f"editspec: {message}"))
+
+
+server = EditSpecServer()
+
+
+@server.feature(types.INITIALIZE)
+def initialize(ls: EditSpecServer, params: types.InitializeParams) -> None:
+    try:
+        ls.settings = updated(ls.settings, params.initialization_options)
+    except ValueError as e:
+        ls.show(f"{e}; using the defaults")
+
+
+@server.feature(types.INITIALIZED)
+def initialized(ls: EditSpecServer, params: types.InitializedParams) -> None:
+    if ls.settings.preload:
+        ls.decoder()  # warm start: the model loads while the user reads their code
+
+
+@server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
+def did_change_configuration(ls: EditSpecServer, params: types.DidChangeConfigurationParams) -> None:
+    try:
+        ls.settings = updated(ls.settings, params.settings)
+    except ValueError as e:
+        ls.show(str(e))
+
+
+@server.feature(
+    types.TEXT_DOCUMENT_CODE_ACTION,
+    types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.RefactorRewrite], resolve_provider=False),
+)
+def code_action(ls: EditSpecServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    """Offer rewrites where the cursor or selection is inside a function. No model work: milliseconds."""
+    only = params.context.only
+    if only and not any(types.CodeActionKind.RefactorRewrite.value.startswith(k) for k in only):
+        return None
+    doc = ls.workspace.get_text_document(params.text_document.uri)
+    try:
+        spec = language_for(doc.path or doc.uri)
+        offset = positions.to_lf_offset(doc.source, positions.offset_at(doc, params.range.start))
+    except (LocateError, positions.OutsideDocument, OSError, UnicodeDecodeError):
+        return None  # not a language we edit, a position outside, or a closed document gone from disk
+    try:
+        text = doc.source.replace("\r\n", "\n")
+        target = find_at(definitions(text.encode("utf-8"), spec), len(text[:offset].encode("utf-8")))
+    except LocateError:
+        return None
+    where = {"uri": doc.uri, "position": {"line": params.range.start.line, "character": params.range.start.character}}
+    actions = [
+        types.CodeAction(
+            title=f"Rewrite {target.name}… (editspec)",
+            kind=types.CodeActionKind.RefactorRewrite,
+            command=types.Command(title="Rewrite function…", command=REWRITE, arguments=[where]),
+        )
+    ]
+    for preset in ls.settings.presets:
+        actions.append(
+            types.CodeAction(
+                title=f"editspec: {preset} ({target.name})",
+                kind=types.CodeActionKind.RefactorRewrite,
+                command=types.Command(title=preset, command=REWRITE, arguments=[dict(where, instruction=preset)]),
+            )
+        )
+    return actions
+
+
+def _parse_rewrite_args(args: tuple) -> dict:
+    if len(args) != 1 or not isinstance(args[0], dict):
+        raise JsonRpcInvalidParams(f"{REWRITE} takes one object: {{uri, position or range, instruction}}")
+    a = args[0]
+    if not isinstance(a.get("uri"), str):
+        raise JsonRpcInvalidParams(f"{REWRITE}: 'uri' (a string) is required")
+    where = a.get("position") or (a.get("range") or {}).get("start")
+    if not isinstance(where, dict) or not all(isinstance(where.get(k), int) for k in ("line", "character")):
+        raise JsonRpcInvalidParams(f"{REWRITE}: 'position' {{line, character}} or 'range' is required")
+    instruction = a.get("instruction")
+    if not isinstance(instruction, str) or not instruction.strip():
+        raise JsonRpcInvalidParams(f"{REWRITE}: 'instruction' is empty: say what to change")
+    token = a.get("workDoneToken")
+    if token is not None and not isinstance(token, (str, int)):
+        raise JsonRpcInvalidParams(f"{REWRITE}: 'workDoneToken' must be a string or number")
+    return {
+        "uri": a["uri"],
+        "position": types.Position(where["line"], where["character"]),
+        "instruction": instruction,
+        "token": token,
+    }
+
+
+@server.command(REWRITE)
+async def rewrite(ls: EditSpecServer, *args) -> dict:
+    """Rewrite the function at a position and stream it into the document."""
+    a = _parse_rewrite_args(args)
+    uri = a["uri"]
+    caps = ls.client_capabilities.workspace
+    if not (caps and caps.apply_edit):
+        raise JsonRpcInvalidParams(
+            "this editor cannot apply workspace edits (workspace/applyEdit), which editspec needs to write the rewrite"
+        )
+    if uri in ls.jobs:
+        raise JsonRpcInvalidParams("a rewrite is already running in this document: wait for it or cancel it")
+    if uri not in ls.workspace.text_documents:
+        raise JsonRpcInvalidParams(f"unknown document {uri}: open it in the editor first")
+    doc = ls.workspace.get_text_document(uri)
+    try:
+        spec = language_for(doc.path or uri)
+        source = SourceFile.from_bytes(doc.source.encode("utf-8"))
+        offset = positions.to_lf_offset(doc.source, positions.offset_at(doc, a["position"]))
+        data = source.text.encode("utf-8")
+        target = find_at(definitions(data, spec), len(source.text[:offset].encode("utf-8")))
+    except (LocateError, RewriteError, positions.OutsideDocument) as e:
+        raise JsonRpcInvalidParams(str(e)) from None
+
+    token = a["token"]
+    if token is None and ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress:
+        token = str(uuid.uuid4())
+        await ls.work_done_progress.create_async(token)
+    job = RewriteJob(
+        ls,
+        uri,
+        source,
+        spec,
+        target,
+        a["instruction"],
+        positions.uses_crlf(doc.source),
+        streaming=ls.settings.streaming == "edits",
+        edit_interval=ls.settings.edit_interval_ms / 1000,
+        progress_token=token,
+    )
+    ls.jobs[uri] = job
+    request_id = ls.protocol.msg_id
+    ls.jobs_by_request[request_id] = job
+    if token is not None:
+        ls.work_done_progress.begin(
+            token,
+            types.WorkDoneProgressBegin(
+                title=f"editspec: {target.name}", message="loading the model", cancellable=True
+            ),
+        )
+    summary = "cancelled"
+    try:
+        decoder = await asyncio.wrap_future(ls.decoder())
+        async with ls.model_busy:
+            job._report("reading the prompt")
+            result = await job.run(Rewriter(decoder, ls.settings.context_tokens))
+        s = result.stats
+        summary = (
+            f"{s.generated_tokens} tokens · {s.decode_tokens_per_second:.0f} tok/s · "
+            f"acceptance {s.acceptance_rate:.0%} · {s.tokens_per_pass:.2f} tokens/pass"
+        )
+        return {
+            "applied": True,
+            "changed": result.changed,
+            "edits": job.edits_sent,
+            "target": target.name,
+            "stats": s.summary(),
+        }
+    except RegionLost:
+        summary = "stopped: the function was edited meanwhile"
+        ls.show("rewrite stopped: you edited the function while it was being rewritten", types.MessageType.Warning)
+        return {"applied": False, "reason": "edited"}
+    except RewriteCancelled as e:
+        summary = "cancelled; the function is as it was"
+        return {"applied": False, "reason": "cancelled", "message": str(e)}
+    except RewriteRefused as e:
+        summary = f"not applied: {e}"
+        ls.show(f"not applied: {e}", types.MessageType.Warning)
+        return {"applied": False, "reason": "refused", "message": str(e)}
+    except ModelError as e:
+        summary = "the model could not be loaded"
+        ls.show(str(e))
+        raise JsonRpcInternalError(str(e)) from None
+    except (RewriteError, ValueError) as e:
+        summary = str(e)
+        ls.show(str(e))
+        raise JsonRpcInternalError(str(e)) from None
+    except JsonRpcException:
+        raise
+    except Exception as e:
+        summary = f"failed: {e}"
+        log.exception("rewrite failed")
+        ls.show(f"rewrite failed: {e}")
+        raise JsonRpcInternalError(f"rewrite failed: {e}") from None
+    finally:
+        ls.jobs.pop(uri, None)
+        ls.jobs_by_request.pop(request_id, None)
+        if token is not None:
+            ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=summary))
+
+
+@server.command(CANCEL)
+def cancel(ls: EditSpecServer, *args) -> dict:
+    """Stop the rewrite running in a document (or all rewrites); the function goes back as it was."""
+    uris = [args[0]] if args and isinstance(args[0], str) else list(ls.jobs)
+    for uri in uris:
+        job = ls.jobs.get(uri)
+        if job is not None:
+            job.cancelled.set()
+    return {"cancelled": [u for u in uris if u in ls.jobs]}
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="editspec-lsp", description="editspec language server (stdio by default)")
+    parser.add_argument("--tcp", type=int, metavar="PORT", help="listen on 127.0.0.1:PORT instead of stdio")
+    parser.add_argument("--log-level", default="WARNING")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper())
+    if args.tcp:
+        server.start_tcp("127.0.0.1", args.tcp)
+    else:
+        server.start_io()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,79 @@
+"""Typed settings, read from initializationOptions and workspace/didChangeConfiguration."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields, replace
+
+DEFAULT_PRESETS = ["Add type hints", "Add a docstring", "Simplify this code"]
+
+
+@dataclass(frozen=True)
+class Settings:
+    model: str | None = None  # a GGUF path; None: $EDITSPEC_MODEL or the bundled SmolLM2-135M
+    draft_model: str | None = None
+    threads: int | None = None
+    temperature: float = 0.0
+    max_tokens: int = 1024
+    context_tokens: int = 256
+    streaming: str = "edits"  # "edits": stream into the document; "final": one edit at the end
+    edit_interval_ms: int = 100  # at most one streamed edit per this many milliseconds
+    presets: list[str] = field(default_factory=lambda: list(DEFAULT_PRESETS))
+    preload: bool = True  # load the model in the background right after initialize
+
+    @property
+    def model_key(self) -> tuple:
+        """What the loaded model depends on: change any of it and the model is loaded again."""
+        return (self.model, self.draft_model, self.threads, self.temperature, self.max_tokens)
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(p.title() for p in rest)
+
+
+def updated(settings: Settings, options: object) -> Settings:
+    """Settings with the given options applied (camelCase or snake_case keys, optionally under "editspec").
+    Raises ValueError naming the first bad value."""
+    if options is None:
+        return settings
+    if not isinstance(options, dict):
+        raise ValueError("editspec settings must be an object")
+    options = options.get("editspec", options)
+    if not isinstance(options, dict):
+        raise ValueError("editspec settings must be an object")
+    changes = {}
+    for f in fields(Settings):
+        for key in (f.name, _camel(f.name)):
+            if key in options:
+                changes[f.name] = _check(f.name, options[key])
+    return replace(settings, **changes)
+
+
+def _check(name: str, value):
+    expect = {
+        "model": (str, type(None)),
+        "draft_model": (str, type(None)),
+        "threads": (int, type(None)),
+        "temperature": (int, float),
+        "max_tokens": int,
+        "context_tokens": int,
+        "streaming": str,
+        "edit_interval_ms": int,
+        "presets": list,
+        "preload": bool,
+    }[name]
+    if isinstance(value, bool) and name != "preload" or not isinstance(value, expect):
+        raise ValueError(f"setting {name!r} has a value of the wrong type: {value!r}")
+    if name == "streaming" and value not in ("edits", "final"):
+        raise ValueError("setting 'streaming' must be 'edits' or 'final'")
+    if name == "presets" and not all(isinstance(p, str) and p.strip() for p in value):
+        raise ValueError("setting 'presets' must be a list of instructions")
+    if (
+        name in ("max_tokens", "threads", "edit_interval_ms")
+        and value is not None
+        and value < (0 if name == "edit_interval_ms" else 1)
+    ):
+        raise ValueError(f"setting {name!r} must be positive")
+    if name == "temperature" and value < 0:
+        raise ValueError("setting 'temperature' must be 0 or more")
+    return value or None if name in ("model", "draft_model") else value
