@@ -117,6 +117,13 @@ def load_decoder(model, draft_model, threads, temperature, top_p, seed, max_toke
 @click.option("--force", is_flag=True, help="write even if the result does not parse")
 @click.option("--json", "as_json", is_flag=True, help="print the result, diff and statistics as JSON")
 @click.option("--show", is_flag=True, help="show the new code coloured by where each token came from")
+@click.option(
+    "--trace",
+    "trace_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="write an HTML page showing the speculation, token by token",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no progress on stderr")
 @decode_options
 def rewrite(
@@ -130,6 +137,7 @@ def rewrite(
     force,
     as_json,
     show,
+    trace_path,
     quiet,
     temperature,
     top_p,
@@ -184,6 +192,12 @@ def rewrite(
     except KeyboardInterrupt:
         fail("interrupted; nothing written", EXIT_INTERRUPTED)
 
+    if trace_path:
+        from .trace import render_html
+
+        trace_path.write_text(render_html(result.trace, f"editspec: {target.name} — {instruction}"))
+        if not quiet:
+            err.print(f"trace written to {trace_path}")
     out = Console(highlight=False)
     if as_json:
         click.echo(json.dumps(result.to_json(), indent=1))
@@ -211,6 +225,30 @@ def rewrite(
             fail(str(e), EXIT_CHANGED)
         if not quiet:
             err.print(f"wrote {source.path}")
+
+
+@main.command()
+@click.argument("result", type=click.Path(exists=True, dir_okay=False, allow_dash=True))
+@click.option(
+    "--output",
+    "-o",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="the HTML file (default: RESULT with .html)",
+)
+def trace(result, output) -> None:
+    """Draw the speculation of a saved `editspec rewrite --json` result as an HTML page."""
+    from .trace import render_html
+
+    raw = sys.stdin.read() if result == "-" else Path(result).read_text()
+    try:
+        data = json.loads(raw)
+        page = render_html(data["trace"], f"editspec: {data['target']['name']} — {data['instruction']}")
+    except (ValueError, KeyError, TypeError):
+        fail(f"{result} is not a result saved by `editspec rewrite --json`", EXIT_INPUT)
+    target = output or (Path("trace.html") if result == "-" else Path(result).with_suffix(".html"))
+    target.write_text(page)
+    err.print(f"wrote {target}")
 
 
 @main.command()

@@ -29,6 +29,7 @@ from .locate import (
     reparse_after_replace,
     syntax_errors,
 )
+from .trace import build_trace
 
 
 class RewriteError(Exception):
@@ -199,6 +200,7 @@ class RewriteResult:
     pieces: list[Piece] = field(default_factory=list)
     context_lines: int = 0
     extra_definitions: list[str] = field(default_factory=list)  # definitions beside the one asked for
+    trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
     def problem(self) -> str | None:
         """Why this rewrite should not be written without --force, or None."""
@@ -251,6 +253,7 @@ class RewriteResult:
                 for r in self.stats.rounds
             ],
             "pieces": [{"text": p.text, "origin": p.origin} for p in self.pieces],
+            "trace": self.trace,
         }
 
 
@@ -373,6 +376,7 @@ class Rewriter:
             pieces=_pieces(self.backend, generation.tokens, origins),
             context_lines=n_context,
             extra_definitions=extra,
+            trace=build_trace(self.backend, prompt, generation.tokens, generation.stats, self.decoder.verify_seconds),
         )
 
 

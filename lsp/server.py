@@ -29,6 +29,7 @@ from .settings import Settings, updated
 
 REWRITE = "editspec.rewrite"
 CANCEL = "editspec.cancel"
+TRACE = "editspec.trace"
 log = logging.getLogger("editspec.lsp")
 
 
@@ -48,6 +49,7 @@ class EditSpecServer(LanguageServer):
         self.settings = Settings()
         self.jobs: dict[str, RewriteJob] = {}  # by document uri: one rewrite per document
         self.jobs_by_request: dict = {}
+        self.traces: dict[str, dict] = {}  # the last rewrite's trace per document uri
         self._model: concurrent.futures.Future[Decoder] | None = None
         self._model_key: tuple | None = None
         self._model_lock = threading.Lock()
@@ -215,6 +217,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         async with ls.model_busy:
             job._report("reading the prompt")
             result = await job.run(Rewriter(decoder, ls.settings.context_tokens))
+        ls.traces[uri] = {"trace": result.trace, "title": f"editspec: {target.name} — {a['instruction']}"}
         s = result.stats
         summary = (
             f"{s.generated_tokens} tokens · {s.decode_tokens_per_second:.0f} tok/s · "
@@ -269,6 +272,20 @@ def cancel(ls: EditSpecServer, *args) -> dict:
         if job is not None:
             job.cancelled.set()
     return {"cancelled": [u for u in uris if u in ls.jobs]}
+
+
+@server.command(TRACE)
+def trace(ls: EditSpecServer, *args) -> dict:
+    """The last rewrite's trace in a document, as data and as a self-contained HTML page."""
+    from editspec.trace import render_html
+
+    uri = args[0] if args and isinstance(args[0], str) else None
+    if uri is None:
+        raise JsonRpcInvalidParams(f"{TRACE} takes the document's uri")
+    kept = ls.traces.get(uri)
+    if kept is None:
+        raise JsonRpcInvalidParams("no rewrite has finished in this document yet")
+    return {"html": render_html(kept["trace"], kept["title"]), "trace": kept["trace"]}
 
 
 def main(argv: list[str] | None = None) -> None:
