@@ -175,11 +175,13 @@ async def test_rewrite_streams_edits_and_reports_progress(client, cli_result):
     assert any(isinstance(r, types.WorkDoneProgressReport) and "tok/s" in (r.message or "") for r in reports)
     assert "acceptance" in reports[-1].message
     page = await client.workspace_execute_command_async(
-        types.ExecuteCommandParams(command="editspec.trace", arguments=[URI]))
+        types.ExecuteCommandParams(command="editspec.trace", arguments=[URI])
+    )
     assert page["html"].count('<span class="tok ') == result["stats"]["generated_tokens"]
     with pytest.raises(JsonRpcException, match="no rewrite has finished"):
         await client.workspace_execute_command_async(
-            types.ExecuteCommandParams(command="editspec.trace", arguments=["file:///other.py"]))
+            types.ExecuteCommandParams(command="editspec.trace", arguments=["file:///other.py"])
+        )
 
 
 async def start_and_cancel(client, how):

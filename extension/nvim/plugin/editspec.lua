@@ -1,0 +1,1 @@
+-- Nothing starts until require('editspec').setup({...}) is called from your config.

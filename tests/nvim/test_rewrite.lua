@@ -1,0 +1,72 @@
+-- Headless end-to-end test: rewrite, one undo, cancel. Exits 0 on success, 1 with a message on failure.
+local editspec = require('editspec')
+
+local function fail(msg)
+  io.stderr:write('FAIL: ' .. msg .. '\n')
+  vim.cmd('cquit 1')
+end
+
+local function text(buf)
+  return table.concat(vim.api.nvim_buf_get_lines(buf, 0, -1, true), '\n') .. '\n'
+end
+
+local function read(path)
+  return table.concat(vim.fn.readfile(path), '\n') .. '\n'
+end
+
+local original = read(vim.env.EDITSPEC_FILE)
+local expected = read(vim.env.EDITSPEC_EXPECTED)
+vim.cmd('edit ' .. vim.env.EDITSPEC_FILE)
+local buf = vim.api.nvim_get_current_buf()
+if not vim.wait(20000, function() return #vim.lsp.get_clients({ bufnr = buf, name = 'editspec' }) > 0 end, 50) then
+  fail('the editspec client did not attach')
+end
+
+local progress = {}
+vim.api.nvim_create_autocmd('LspProgress', {
+  callback = function(ev) table.insert(progress, ev.data.params.value.kind) end,
+})
+
+-- 1. A rewrite ends with the server's final text.
+vim.api.nvim_win_set_cursor(0, { tonumber(vim.env.EDITSPEC_LINE), 4 })
+vim.cmd('EditSpec ' .. vim.env.EDITSPEC_INSTRUCTION)
+if not vim.wait(60000, function() return editspec.last_result[buf] ~= nil end, 20) then
+  fail('the rewrite did not finish')
+end
+local result = editspec.last_result[buf]
+if not result.applied then fail('not applied: ' .. vim.inspect(result)) end
+if text(buf) ~= expected then fail('buffer differs from the expected text:\n' .. text(buf)) end
+if not (vim.tbl_contains(progress, 'begin') and vim.tbl_contains(progress, 'end')) then
+  fail('no LspProgress begin/end: ' .. vim.inspect(progress))
+end
+
+-- 2. One undo restores the original exactly.
+vim.cmd('normal! u')
+if text(buf) ~= original then fail('one undo did not restore the original:\n' .. text(buf)) end
+
+-- 3. :EditSpecTrace writes the trace page.
+editspec.last_result[buf] = nil
+editspec.trace(buf)
+if not vim.wait(10000, function() return editspec.last_trace ~= nil end, 20) then fail('no trace written') end
+if not read(editspec.last_trace):find('class="tok ', 1, true) then fail('the trace page has no tokens') end
+
+-- 4. :EditSpecCancel during a rewrite puts the function back.
+local started = false
+vim.api.nvim_create_autocmd('LspProgress', {
+  callback = function(ev)
+    if ev.data.params.value.kind == 'report' and editspec.running[buf] and editspec.running[buf].edits > 0
+      and not started then
+      started = true
+      vim.cmd('EditSpecCancel')
+    end
+  end,
+})
+vim.cmd('EditSpec ' .. vim.env.EDITSPEC_INSTRUCTION)
+if not vim.wait(60000, function() return editspec.last_result[buf] ~= nil end, 20) then
+  fail('the cancelled rewrite did not finish')
+end
+if not started then fail('the rewrite finished before it could be cancelled') end
+if editspec.last_result[buf].reason ~= 'cancelled' then fail('not cancelled: ' .. vim.inspect(editspec.last_result[buf])) end
+if text(buf) ~= original then fail('cancel did not restore the original:\n' .. text(buf)) end
+
+vim.cmd('qall!')
