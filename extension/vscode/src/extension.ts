@@ -1,0 +1,199 @@
+// EditSpec for VS Code: starts editspec-lsp and turns "rewrite this function" into a command with an
+// instruction box, a cancellable progress notification, and the whole rewrite as one undo step.
+import * as vscode from "vscode";
+import {
+  ApplyWorkspaceEditParams,
+  ApplyWorkspaceEditRequest,
+  ApplyWorkspaceEditResult,
+  ExecuteCommandRequest,
+  LanguageClient,
+  LanguageClientOptions,
+  ServerOptions,
+  WorkDoneProgress,
+  WorkDoneProgressCancelNotification,
+} from "vscode-languageclient/node";
+
+import { EditSpecSettings, RewriteArgs, initializationOptions, remember, rewriteArguments, serverCommand } from "./logic";
+
+const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go", "rust", "java", "c", "cpp", "csharp"];
+const RECENT_KEY = "editspec.recentInstructions";
+
+let client: LanguageClient | undefined;
+let running: { token: string; uri: string; edits: number; cancel: () => void } | undefined;
+
+/**
+ * workspace/applyEdit, with the edits of a running rewrite joined into one undo step: the first opens it,
+ * the rest leave no undo stop between them. Anything else goes through VS Code's own applyEdit.
+ */
+export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<ApplyWorkspaceEditResult> {
+  const change = params.edit.documentChanges?.[0];
+  const uri = change && "textDocument" in change ? change.textDocument.uri : Object.keys(params.edit.changes ?? {})[0];
+  const edits = change && "edits" in change ? change.edits : (params.edit.changes ?? {})[uri] ?? [];
+  const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
+  if (running && editor && uri === running.uri) {
+    const first = running.edits === 0;
+    running.edits += 1;
+    const applied = await editor.edit(
+      (builder) => {
+        for (const e of edits) {
+          const range = new vscode.Range(e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character);
+          builder.replace(range, e.newText);
+        }
+      },
+      { undoStopBefore: first, undoStopAfter: false },
+    );
+    return { applied };
+  }
+  const converted = await client!.protocol2CodeConverter.asWorkspaceEdit(params.edit);
+  return { applied: await vscode.workspace.applyEdit(converted) };
+}
+
+export function readSettings(): EditSpecSettings {
+  const c = vscode.workspace.getConfiguration("editspec");
+  return {
+    serverCommand: c.get<string[]>("serverCommand", []),
+    python: c.get<string>("python", ""),
+    model: c.get<string>("model", ""),
+    draftModel: c.get<string>("draftModel", ""),
+    threads: c.get<number | null>("threads", null),
+    temperature: c.get<number>("temperature", 0),
+    maxTokens: c.get<number>("maxTokens", 1024),
+    streaming: c.get<"edits" | "final">("streaming", "edits"),
+    presets: c.get<string[]>("presets", []),
+  };
+}
+
+function createClient(context: vscode.ExtensionContext): LanguageClient {
+  const settings = readSettings();
+  const { command, args } = serverCommand(settings);
+  const serverOptions: ServerOptions = { command, args };
+  const clientOptions: LanguageClientOptions = {
+    documentSelector: LANGUAGES.map((language) => ({ scheme: "file", language })),
+    initializationOptions: initializationOptions(settings),
+    connectionOptions: { maxRestartCount: 2 },
+    middleware: {
+      // Code actions carry `editspec.rewrite`: run it through our flow (instruction box, progress, one undo).
+      executeCommand: async (cmd, cmdArgs, next) => {
+        if (cmd === "editspec.rewrite" && cmdArgs.length === 1) {
+          return rewrite(context, cmdArgs[0] as RewriteArgs);
+        }
+        return next(cmd, cmdArgs);
+      },
+    },
+  };
+  return new LanguageClient("editspec", "EditSpec", serverOptions, clientOptions);
+}
+
+async function askInstruction(context: vscode.ExtensionContext): Promise<string | undefined> {
+  const recent = context.globalState.get<string[]>(RECENT_KEY, []);
+  const pick = vscode.window.createQuickPick();
+  pick.title = "EditSpec: how should this function change?";
+  pick.placeholder = "Type an instruction, or pick a recent one";
+  pick.items = recent.map((label) => ({ label }));
+  pick.onDidChangeValue((value) => {
+    const typed = value.trim() ? [{ label: value }] : [];
+    pick.items = [...typed, ...recent.filter((r) => r !== value).map((label) => ({ label }))];
+  });
+  const chosen = await new Promise<string | undefined>((resolve) => {
+    pick.onDidAccept(() => resolve(pick.selectedItems[0]?.label ?? pick.value));
+    pick.onDidHide(() => resolve(undefined));
+    pick.show();
+  });
+  pick.dispose();
+  if (chosen && chosen.trim()) {
+    await context.globalState.update(RECENT_KEY, remember(recent, chosen));
+    return chosen.trim();
+  }
+  return undefined;
+}
+
+/** Rewrite the function at `base` (asking for the instruction when it has none). */
+export async function rewrite(context: vscode.ExtensionContext, base?: RewriteArgs): Promise<unknown> {
+  if (!client) {
+    vscode.window.showErrorMessage("EditSpec: the language server is not running");
+    return undefined;
+  }
+  const editor = vscode.window.activeTextEditor;
+  if (!base) {
+    if (!editor) {
+      vscode.window.showErrorMessage("EditSpec: open a file and put the cursor inside a function");
+      return undefined;
+    }
+    const p = editor.selection.active;
+    base = { uri: editor.document.uri.toString(), position: { line: p.line, character: p.character } };
+  }
+  const instruction = base.instruction ?? (await askInstruction(context));
+  if (!instruction) return undefined;
+  const token = `editspec-${Date.now()}-${Math.random().toString(36).slice(2)}`;
+  const lc = client;
+  return vscode.window.withProgress(
+    { location: vscode.ProgressLocation.Notification, title: "EditSpec", cancellable: true },
+    async (progress, cancellation) => {
+      const cancel = () => lc.sendNotification(WorkDoneProgressCancelNotification.type, { token });
+      running = { token, uri: (base as RewriteArgs).uri, edits: 0, cancel };
+      const listener = lc.onProgress(WorkDoneProgress.type, token, (value) => {
+        if (value.kind !== "end" && value.message) progress.report({ message: value.message });
+      });
+      const onCancel = cancellation.onCancellationRequested(cancel);
+      try {
+        const result = (await lc.sendRequest(ExecuteCommandRequest.type, {
+          command: "editspec.rewrite",
+          arguments: [rewriteArguments(base as RewriteArgs, instruction, token)],
+        })) as { applied?: boolean; reason?: string; message?: string } | undefined;
+        if (result && result.applied === false && result.reason !== "cancelled") {
+          vscode.window.showWarningMessage(`EditSpec: not applied (${result.message ?? result.reason})`);
+        }
+        return result;
+      } catch (e) {
+        vscode.window.showErrorMessage(`EditSpec: ${(e as Error).message}`);
+        return undefined;
+      } finally {
+        listener.dispose();
+        onCancel.dispose();
+        running = undefined;
+      }
+    },
+  );
+}
+
+async function showSpeculation(): Promise<void> {
+  const editor = vscode.window.activeTextEditor;
+  if (!client || !editor) return;
+  try {
+    const result = (await client.sendRequest(ExecuteCommandRequest.type, {
+      command: "editspec.trace",
+      arguments: [editor.document.uri.toString()],
+    })) as { html: string };
+    const panel = vscode.window.createWebviewPanel("editspecTrace", "EditSpec: Speculation", vscode.ViewColumn.Beside, {
+      enableScripts: true,
+    });
+    panel.webview.html = result.html;
+  } catch (e) {
+    vscode.window.showErrorMessage(`EditSpec: ${(e as Error).message}`);
+  }
+}
+
+export async function activate(context: vscode.ExtensionContext): Promise<void> {
+  context.subscriptions.push(
+    vscode.commands.registerCommand("editspec.rewriteFunction", () => rewrite(context)),
+    vscode.commands.registerCommand("editspec.cancelRewrite", () => running?.cancel()),
+    vscode.commands.registerCommand("editspec.showSpeculation", showSpeculation),
+    vscode.workspace.onDidChangeConfiguration(async (e) => {
+      if (!e.affectsConfiguration("editspec")) return;
+      await client?.stop();
+      await startClient(context);
+    }),
+  );
+  await startClient(context);
+}
+
+async function startClient(context: vscode.ExtensionContext): Promise<void> {
+  client = createClient(context);
+  await client.start();
+  client.onRequest(ApplyWorkspaceEditRequest.type, applyEdit);
+}
+
+export async function deactivate(): Promise<void> {
+  await client?.stop();
+  client = undefined;
+}

@@ -1,0 +1,67 @@
+// The extension's logic that needs no `vscode` module: unit-tested with plain `node --test`.
+
+export interface EditSpecSettings {
+  serverCommand: string[];
+  python: string;
+  model: string;
+  draftModel: string;
+  threads: number | null;
+  temperature: number;
+  maxTokens: number;
+  streaming: "edits" | "final";
+  presets: string[];
+}
+
+export interface ServerCommand {
+  command: string;
+  args: string[];
+}
+
+/** How to start the server: an explicit command, else `python -m lsp`, else `editspec-lsp` on PATH. */
+export function serverCommand(s: Pick<EditSpecSettings, "serverCommand" | "python">): ServerCommand {
+  if (s.serverCommand && s.serverCommand.length > 0) {
+    return { command: s.serverCommand[0], args: s.serverCommand.slice(1) };
+  }
+  if (s.python && s.python.trim() !== "") {
+    return { command: s.python, args: ["-m", "lsp"] };
+  }
+  return { command: "editspec-lsp", args: [] };
+}
+
+/** The server's initializationOptions (empty strings mean "the server's default"). */
+export function initializationOptions(s: EditSpecSettings): Record<string, unknown> {
+  const options: Record<string, unknown> = {
+    temperature: s.temperature,
+    maxTokens: s.maxTokens,
+    streaming: s.streaming,
+    presets: s.presets,
+  };
+  if (s.model) options.model = s.model;
+  if (s.draftModel) options.draftModel = s.draftModel;
+  if (s.threads) options.threads = s.threads;
+  return options;
+}
+
+/** Recent instructions, newest first, without duplicates, at most `max`. */
+export function remember(recent: readonly string[], instruction: string, max = 10): string[] {
+  const text = instruction.trim();
+  if (!text) return [...recent];
+  return [text, ...recent.filter((r) => r !== text)].slice(0, max);
+}
+
+export interface RewriteArgs {
+  uri: string;
+  position: { line: number; character: number };
+  instruction?: string;
+  workDoneToken?: string;
+}
+
+/** Arguments for `editspec.rewrite` from a code action's (possibly partial) arguments. */
+export function rewriteArguments(base: RewriteArgs, instruction: string, token: string): RewriteArgs {
+  return { uri: base.uri, position: base.position, instruction, workDoneToken: token };
+}
+
+/** A one-line progress message from a server report ("120 tokens · 150 tok/s · acceptance 80%"). */
+export function progressMessage(report: { message?: string } | undefined): string {
+  return report?.message ?? "";
+}

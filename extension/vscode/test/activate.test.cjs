@@ -1,0 +1,159 @@
+// The extension's glue with `vscode` and `vscode-languageclient/node` replaced by fakes.
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const Module = require("node:module");
+
+function fakes(config = {}) {
+  const calls = { commands: {}, requests: [], notifications: [], quickPicks: [], edits: [], clients: [], messages: [] };
+  let onCancel = null;
+  const editor = {
+    document: { uri: { toString: () => "file:///w/a.py" } },
+    selection: { active: { line: 4, character: 2 } },
+    edit: async (build, options) => {
+      const ops = [];
+      build({ replace: (range, text) => ops.push({ range, text }) });
+      calls.edits.push({ ops, options });
+      return true;
+    },
+  };
+  const vscode = {
+    workspace: {
+      getConfiguration: () => ({ get: (key, dflt) => (key in config ? config[key] : dflt) }),
+      onDidChangeConfiguration: () => ({ dispose() {} }),
+      applyEdit: async () => true,
+    },
+    window: {
+      activeTextEditor: editor,
+      visibleTextEditors: [editor],
+      createQuickPick: () => {
+        const pick = { items: [], value: "", selectedItems: [], handlers: {},
+          onDidChangeValue(f) { this.handlers.change = f; }, onDidAccept(f) { this.handlers.accept = f; },
+          onDidHide(f) { this.handlers.hide = f; }, dispose() {},
+          show() { calls.quickPicks.push(this); this.value = "Add type hints"; this.handlers.change(this.value);
+            this.selectedItems = [this.items[0]]; this.handlers.accept(); } };
+        return pick;
+      },
+      withProgress: async (options, task) => {
+        calls.progressOptions = options;
+        const cancellation = { onCancellationRequested: (f) => { onCancel = f; return { dispose() {} }; } };
+        return task({ report: (r) => (calls.lastReport = r) }, cancellation);
+      },
+      showErrorMessage: (m) => calls.messages.push(m),
+      showWarningMessage: (m) => calls.messages.push(m),
+      createWebviewPanel: () => ({ webview: {} }),
+    },
+    commands: { registerCommand: (name, f) => { calls.commands[name] = f; return { dispose() {} }; } },
+    ProgressLocation: { Notification: 15 },
+    ViewColumn: { Beside: -2 },
+    Range: class { constructor(a, b, c, d) { this.start = { line: a, character: b }; this.end = { line: c, character: d }; } },
+  };
+  class LanguageClient {
+    constructor(id, name, serverOptions, clientOptions) {
+      Object.assign(this, { id, name, serverOptions, clientOptions });
+      calls.clients.push(this);
+      this.handlers = {};
+    }
+    async start() {}
+    async stop() {}
+    onRequest(type, f) { this.handlers[type.method] = f; }
+    onProgress(type, token, f) { calls.progressListener = f; return { dispose() {} }; }
+    sendNotification(type, params) { calls.notifications.push({ method: type.method, params }); }
+    async sendRequest(type, params) {
+      calls.requests.push({ method: type.method, params });
+      calls.progressListener({ kind: "report", message: "12 tokens · 150 tok/s · acceptance 80%" });
+      if (onCancel) onCancel();
+      return { applied: false, reason: "cancelled" };
+    }
+  }
+  const languageClient = {
+    LanguageClient,
+    ExecuteCommandRequest: { type: { method: "workspace/executeCommand" } },
+    ApplyWorkspaceEditRequest: { type: { method: "workspace/applyEdit" } },
+    WorkDoneProgress: { type: { method: "$/progress" } },
+    WorkDoneProgressCancelNotification: { type: { method: "window/workDoneProgress/cancel" } },
+  };
+  return { vscode, languageClient, calls, editor };
+}
+
+function load(f) {
+  const original = Module._load;
+  Module._load = function (request, ...rest) {
+    if (request === "vscode") return f.vscode;
+    if (request === "vscode-languageclient/node") return f.languageClient;
+    return original.call(this, request, ...rest);
+  };
+  try {
+    delete require.cache[require.resolve("../out/extension.js")];
+    return require("../out/extension.js");
+  } finally {
+    Module._load = original;
+  }
+}
+
+const context = () => {
+  const state = {};
+  return { subscriptions: [], globalState: { get: (k, d) => state[k] ?? d, update: async (k, v) => { state[k] = v; } } };
+};
+
+test("activation starts editspec-lsp with the settings as initializationOptions", async () => {
+  const f = fakes({ python: "/venv/bin/python", maxTokens: 300, model: "/m.gguf" });
+  const ext = load(f);
+  await ext.activate(context());
+  const client = f.calls.clients[0];
+  assert.deepEqual(client.serverOptions, { command: "/venv/bin/python", args: ["-m", "lsp"] });
+  assert.equal(client.clientOptions.initializationOptions.maxTokens, 300);
+  assert.equal(client.clientOptions.initializationOptions.model, "/m.gguf");
+  assert.ok(client.handlers["workspace/applyEdit"], "applyEdit is handled by the extension");
+  for (const name of ["editspec.rewriteFunction", "editspec.cancelRewrite", "editspec.showSpeculation"]) {
+    assert.ok(f.calls.commands[name], name);
+  }
+});
+
+test("the command asks for an instruction, sends editspec.rewrite, and Cancel really cancels", async () => {
+  const f = fakes();
+  const ext = load(f);
+  await ext.activate(context());
+  const result = await f.calls.commands["editspec.rewriteFunction"]();
+  assert.equal(f.calls.quickPicks.length, 1);
+  assert.equal(f.calls.progressOptions.cancellable, true);
+  const [request] = f.calls.requests;
+  assert.equal(request.params.command, "editspec.rewrite");
+  const args = request.params.arguments[0];
+  assert.deepEqual(args.position, { line: 4, character: 2 });
+  assert.equal(args.uri, "file:///w/a.py");
+  assert.equal(args.instruction, "Add type hints");
+  assert.match(args.workDoneToken, /^editspec-/);
+  assert.deepEqual(f.calls.notifications, [{ method: "window/workDoneProgress/cancel", params: { token: args.workDoneToken } }]);
+  assert.equal(f.calls.lastReport.message, "12 tokens · 150 tok/s · acceptance 80%");
+  assert.equal(result.reason, "cancelled");
+});
+
+test("a code action's preset goes through the same flow without asking", async () => {
+  const f = fakes();
+  const ext = load(f);
+  await ext.activate(context());
+  const middleware = f.calls.clients[0].clientOptions.middleware;
+  await middleware.executeCommand("editspec.rewrite",
+    [{ uri: "file:///w/a.py", position: { line: 1, character: 0 }, instruction: "Add a docstring" }], () => assert.fail());
+  assert.equal(f.calls.quickPicks.length, 0);
+  assert.equal(f.calls.requests[0].params.arguments[0].instruction, "Add a docstring");
+});
+
+test("streamed edits of a rewrite are one undo step", async () => {
+  const f = fakes();
+  const ext = load(f);
+  await ext.activate(context());
+  const client = f.calls.clients[0];
+  client.sendRequest = async (type, params) => {
+    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
+      edits: [{ range: { start: { line, character: 0 }, end: { line, character: 1 } }, newText: "x" }] }] } });
+    for (const line of [1, 2, 3]) assert.deepEqual(await client.handlers["workspace/applyEdit"](edit(line)), { applied: true });
+    return { applied: true };
+  };
+  await f.calls.commands["editspec.rewriteFunction"]();
+  assert.deepEqual(f.calls.edits.map((e) => e.options), [
+    { undoStopBefore: true, undoStopAfter: false },
+    { undoStopBefore: false, undoStopAfter: false },
+    { undoStopBefore: false, undoStopAfter: false },
+  ]);
+});

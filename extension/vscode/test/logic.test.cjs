@@ -1,0 +1,35 @@
+const test = require("node:test");
+const assert = require("node:assert/strict");
+const logic = require("../out/logic.js");
+
+const base = { serverCommand: [], python: "", model: "", draftModel: "", threads: null, temperature: 0,
+  maxTokens: 1024, streaming: "edits", presets: ["Add type hints"] };
+
+test("server command: explicit, then python -m lsp, then editspec-lsp on PATH", () => {
+  assert.deepEqual(logic.serverCommand(base), { command: "editspec-lsp", args: [] });
+  assert.deepEqual(logic.serverCommand({ ...base, python: "/venv/bin/python" }),
+    { command: "/venv/bin/python", args: ["-m", "lsp"] });
+  assert.deepEqual(logic.serverCommand({ ...base, python: "/p", serverCommand: ["/x/editspec-lsp", "--log-level", "INFO"] }),
+    { command: "/x/editspec-lsp", args: ["--log-level", "INFO"] });
+});
+
+test("initialization options leave empty settings to the server", () => {
+  assert.deepEqual(logic.initializationOptions(base),
+    { temperature: 0, maxTokens: 1024, streaming: "edits", presets: ["Add type hints"] });
+  const o = logic.initializationOptions({ ...base, model: "/m.gguf", draftModel: "/d.gguf", threads: 2 });
+  assert.equal(o.model, "/m.gguf");
+  assert.equal(o.draftModel, "/d.gguf");
+  assert.equal(o.threads, 2);
+});
+
+test("recent instructions: newest first, no duplicates, bounded", () => {
+  assert.deepEqual(logic.remember(["a", "b"], "b"), ["b", "a"]);
+  assert.deepEqual(logic.remember(["a"], "  "), ["a"]);
+  assert.equal(logic.remember(Array.from({ length: 20 }, (_, i) => `i${i}`), "new", 10).length, 10);
+});
+
+test("rewrite arguments carry the instruction and the progress token", () => {
+  const args = logic.rewriteArguments({ uri: "file:///a.py", position: { line: 3, character: 1 } }, "Add hints", "tok");
+  assert.deepEqual(args, { uri: "file:///a.py", position: { line: 3, character: 1 }, instruction: "Add hints",
+    workDoneToken: "tok" });
+});
