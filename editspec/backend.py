@@ -17,6 +17,7 @@ import llama_cpp.llama_cpp as L
 import numpy as np
 
 from .models import ModelError, extra_buffers_allowed, resolve_model_path
+from .prefix_cache import PrefixCache, reuse_prefix
 
 _quiet_logger = None
 
@@ -44,6 +45,7 @@ class LlamaBackend:
         n_ctx: int = 4096,
         n_threads: int | None = None,
         n_batch: int = 512,
+        prefix_cache_bytes: int = 0,
     ):
         _silence_llama_logs()
         self.path = resolve_model_path(model_path)
@@ -72,25 +74,43 @@ class LlamaBackend:
         self.batch = L.llama_batch_init(n_batch, 0, 1)
         self.tokens: list[int] = []  # what the KV cache holds
         self._pieces: dict[int, bytes] = {}
+        # Earlier prompts' KV states, for prefix reuse across requests (0: only the live cache is reused).
+        self.prefix_cache = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+        self.last_reused = 0  # how many prompt tokens the last prefill did not have to read
 
     # -- the Backend protocol ------------------------------------------------------------------
 
     def prefill(self, tokens: Sequence[int]) -> np.ndarray:
-        """Make the cache hold `tokens`, keeping any prefix it already holds (decided on the tokens)."""
+        """Make the cache hold `tokens`, reading only what no kept prefix already holds."""
         tokens = list(tokens)
         if not tokens:
             raise ValueError("cannot prefill an empty prompt")
-        common = 0
-        limit = min(len(self.tokens), len(tokens) - 1)  # re-evaluate at least the last token for its logits
-        while common < limit and self.tokens[common] == tokens[common]:
-            common += 1
-        self.truncate(common)
+        common = self.last_reused = reuse_prefix(self, self.prefix_cache, tokens)
         rest = tokens[common:]
         for start in range(0, len(rest), self.n_batch):
             chunk = rest[start : start + self.n_batch]
             is_last = start + self.n_batch >= len(rest)
             logits = self._decode(chunk, "last" if is_last else "none")
+        if self.prefix_cache is not None and common < len(tokens) - 1:
+            self.prefix_cache.put(tokens, self.save_state())
         return logits[-1]
+
+    def save_state(self) -> bytes:
+        size = L.llama_state_seq_get_size(self.ctx, 0)
+        buf = (ctypes.c_uint8 * size)()
+        written = L.llama_state_seq_get_data(self.ctx, buf, size, 0)
+        if written != size:
+            raise RuntimeError(f"llama.cpp saved {written} of {size} bytes of KV state")
+        return bytes(buf)
+
+    def load_state(self, tokens: Sequence[int], state: bytes) -> None:
+        """Replace the KV cache with a saved state holding `tokens`."""
+        L.llama_memory_seq_rm(self.memory, 0, 0, -1)
+        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
+        if L.llama_state_seq_set_data(self.ctx, buf, len(state), 0) != len(state):
+            self.tokens = []
+            raise RuntimeError("llama.cpp could not restore a saved KV state")
+        self.tokens = list(tokens)
 
     def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
         if len(tokens) > self.n_batch:

@@ -73,7 +73,14 @@ def decode_options(f):
                 type=click.IntRange(0),
                 default=256,
                 show_default=True,
-                help="budget for file context (imports, class header, other signatures)",
+                help="budget for file context (imports, the file's signatures)",
+            ),
+            click.option(
+                "--prefix-cache-mb",
+                type=click.IntRange(0),
+                default=256,
+                show_default=True,
+                help="memory for kept prompt prefixes between rewrites (least recently used evicted)",
             ),
             model_option,
             draft_model_option,
@@ -94,14 +101,16 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
         raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
 
 
-def load_decoder(model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation):
+def load_decoder(
+    model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation, prefix_cache_mb=256
+):
     from .decoding import DecodeOptions, open_decoder
 
     options = DecodeOptions(
         speculate=not no_speculation, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens
     )
     try:
-        return open_decoder(model, draft_model, threads=threads, options=options)
+        return open_decoder(model, draft_model, threads=threads, options=options, prefix_cache_mb=prefix_cache_mb)
     except ModelError as e:
         fail(str(e), EXIT_MODEL)
 
@@ -145,6 +154,7 @@ def rewrite(
     max_tokens,
     no_speculation,
     context_tokens,
+    prefix_cache_mb,
     model,
     draft_model,
     threads,
@@ -181,7 +191,9 @@ def rewrite(
     except (RewriteError, LocateError) as e:
         fail(str(e), EXIT_INPUT)
 
-    decoder = load_decoder(model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation)
+    decoder = load_decoder(
+        model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation, prefix_cache_mb
+    )
     label = f"{target.name} (lines {target.line}-{target.end_line})"
     interactive = err.is_terminal and not quiet
     try:
@@ -361,6 +373,7 @@ def batch(
     max_tokens,
     no_speculation,
     context_tokens,
+    prefix_cache_mb,
     model,
     draft_model,
     threads,
@@ -380,7 +393,9 @@ def batch(
     jobs, unreadable = plan(files, select)
     if not jobs:
         fail(f"no functions matching {select!r} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
-    decoder = load_decoder(model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation)
+    decoder = load_decoder(
+        model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation, prefix_cache_mb
+    )
     rewriter = Rewriter(decoder, context_tokens)
     key = run_key(
         instruction=instruction,

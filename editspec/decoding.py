@@ -105,12 +105,13 @@ def open_decoder(
     threads: int | None = None,
     options: DecodeOptions | None = None,
     n_ctx: int = 4096,
+    prefix_cache_mb: int = 256,
 ) -> Decoder:
     """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with."""
     from .backend import LlamaBackend
     from .models import DRAFT_MODEL_ENV, resolve_model_path
 
-    backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
+    backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads, prefix_cache_bytes=prefix_cache_mb << 20)
     draft = None
     if draft_model:
         draft = LlamaBackend(resolve_model_path(draft_model, DRAFT_MODEL_ENV), n_ctx=n_ctx, n_threads=threads)

@@ -87,6 +87,7 @@ class Round:
 @dataclass
 class Stats:
     prompt_tokens: int = 0
+    reused_prompt_tokens: int = 0  # read from a kept KV cache instead of the model
     generated_tokens: int = 0
     target_passes: int = 0
     drafted_tokens: int = 0
@@ -113,6 +114,7 @@ class Stats:
     def summary(self) -> dict:
         return {
             "prompt_tokens": self.prompt_tokens,
+            "reused_prompt_tokens": self.reused_prompt_tokens,
             "generated_tokens": self.generated_tokens,
             "target_passes": self.target_passes,
             "drafted_tokens": self.drafted_tokens,
@@ -190,6 +192,7 @@ def generate(
         drafter.start(prompt)
     first = acceptance.first_token(logits)
     stats.prefill_seconds = clock() - t0
+    stats.reused_prompt_tokens = getattr(backend, "last_reused", 0)
     stats.target_passes = 1
     done = max_tokens <= 0 or emit([first], None)
 

@@ -427,17 +427,13 @@ def reparse_after_replace(tree: ts.Tree, old: bytes, start: int, end: int, new: 
     return parser_for(spec).parse(new, tree)
 
 
-def file_context(
-    source: bytes, spec: LanguageSpec, target: Definition, defs: list[Definition], tree: ts.Tree | None = None
-) -> list[str]:
-    """What the model needs to understand the target, most important first: imports, the enclosing class
-    headers, and the signatures (first lines) of the file's other top-level definitions."""
+def file_context(source: bytes, spec: LanguageSpec, defs: list[Definition], tree: ts.Tree | None = None) -> list[str]:
+    """What a model needs to understand any definition of the file: its imports, then the first line of every
+    definition. The same for every definition of a file, so rewrites in one file share a prompt prefix."""
     tree = tree or parse(source, spec)
     imports = [_text(n) for n in tree.root_node.named_children if n.type in spec.imports]
     signatures = []
     for d in defs:
-        if d is target or d.start <= target.start < d.end or target.start <= d.start < target.end:
-            continue
-        first = source[d.node_start : source.find(b"\n", d.node_start)].decode("utf-8", errors="replace")
-        signatures.append(first.strip())
-    return [*imports, *target.containers, *signatures]
+        end = source.find(b"\n", d.node_start)
+        signatures.append(source[d.node_start : end if end >= 0 else len(source)].decode("utf-8", "replace").strip())
+    return [*imports, *signatures]

@@ -27,12 +27,15 @@ FALLBACK_TEMPLATE = (
 FENCE = "```"
 
 
-def edit_messages(code: str, instruction: str, language: str = "python", context: str = "") -> list[dict]:
+def edit_messages(
+    code: str, instruction: str, language: str = "python", context: str = "", scope: str = ""
+) -> list[dict]:
     parts = []
     if context:
         parts.append(f"Context from the same file:\n{FENCE}{language}\n{context.rstrip()}\n{FENCE}\n")
     parts.append(f"Instruction: {instruction.strip()}\n")
-    parts.append(f"Code to edit:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
+    inside = f" (it is inside `{scope.strip()}`)" if scope.strip() else ""
+    parts.append(f"Code to edit{inside}:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
     parts.append("Write the complete edited code.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
 
@@ -44,11 +47,13 @@ def render_chat(template: str | None, messages: Sequence[dict], bos: str = "", e
     )
 
 
-def edit_prompt(backend, code: str, instruction: str, language: str = "python", context: str = "") -> str:
+def edit_prompt(
+    backend, code: str, instruction: str, language: str = "python", context: str = "", scope: str = ""
+) -> str:
     """The whole prompt text, ending in the opened code fence the answer continues."""
     bos = backend.token_text(backend.bos_token) if backend.bos_token >= 0 else ""
     eos = backend.token_text(backend.eos_token) if backend.eos_token >= 0 else ""
-    chat = render_chat(backend.chat_template(), edit_messages(code, instruction, language, context), bos, eos)
+    chat = render_chat(backend.chat_template(), edit_messages(code, instruction, language, context, scope), bos, eos)
     return f"{chat}{FENCE}{language}\n"
 
 

@@ -283,7 +283,7 @@ class Rewriter:
     ) -> list[str]:
         """The file context that fits the token budget, most important lines first."""
         kept, used = [], 0
-        for line in file_context(source, spec, target, defs, tree):
+        for line in file_context(source, spec, defs, tree):
             cost = len(self.backend.tokenize(line)) + 1
             if used + cost > self.context_tokens:
                 break
@@ -307,8 +307,9 @@ class Rewriter:
         region = data[target.start : target.end].decode("utf-8")
         indent = common_indent(region.splitlines())
         context = self._context(data, spec, target, definitions(data, spec, tree), tree)
+        scope = target.containers[-1] if target.containers else ""
         text = prompts.edit_prompt(
-            self.backend, dedent(region, indent), instruction, spec.fence or spec.name, "\n".join(context)
+            self.backend, dedent(region, indent), instruction, spec.fence or spec.name, "\n".join(context), scope
         )
         return self.backend.tokenize(text), region, indent, len(context)
 

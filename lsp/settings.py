@@ -19,11 +19,12 @@ class Settings:
     edit_interval_ms: int = 100  # at most one streamed edit per this many milliseconds
     presets: list[str] = field(default_factory=lambda: list(DEFAULT_PRESETS))
     preload: bool = True  # load the model in the background right after initialize
+    prefix_cache_mb: int = 256  # memory for kept prompt prefixes (KV states), least recently used evicted
 
     @property
     def model_key(self) -> tuple:
         """What the loaded model depends on: change any of it and the model is loaded again."""
-        return (self.model, self.draft_model, self.threads, self.temperature, self.max_tokens)
+        return (self.model, self.draft_model, self.threads, self.temperature, self.max_tokens, self.prefix_cache_mb)
 
 
 def _camel(name: str) -> str:

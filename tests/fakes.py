@@ -5,9 +5,12 @@ That is what makes exactness provable: speculative greedy must equal plain greed
 
 from __future__ import annotations
 
+import pickle
 from collections.abc import Sequence
 
 import numpy as np
+
+from editspec.prefix_cache import PrefixCache, reuse_prefix
 
 
 class FakeBackend:
@@ -18,6 +21,7 @@ class FakeBackend:
         source: Sequence[int] = (),
         copy_bias: float = 3.0,
         end_token: int | None = None,
+        prefix_cache_bytes: int = 0,
     ):
         rng = np.random.default_rng(seed)
         self.n_vocab = vocab
@@ -30,6 +34,9 @@ class FakeBackend:
         self.end_token = end_token
         self.tokens: list[int] = []
         self.passes = 0
+        self.read = 0  # prompt tokens actually read by prefills (what a kept prefix saves)
+        self.prefix_cache = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes else None
+        self.last_reused = 0
 
     def logits_after(self, history: Sequence[int]) -> np.ndarray:
         a = history[-2] if len(history) > 1 else 0
@@ -40,9 +47,20 @@ class FakeBackend:
         return row
 
     def prefill(self, tokens: Sequence[int]) -> np.ndarray:
+        self.last_reused = reuse_prefix(self, self.prefix_cache, tokens)
+        self.read += len(tokens) - self.last_reused
         self.tokens = list(tokens)
         self.passes += 1
+        if self.prefix_cache is not None:
+            self.prefix_cache.put(tokens, self.save_state())
         return self.logits_after(self.tokens)
+
+    def save_state(self) -> bytes:
+        return pickle.dumps(list(self.tokens))
+
+    def load_state(self, tokens: Sequence[int], state: bytes) -> None:
+        assert pickle.loads(state) == list(tokens)
+        self.tokens = list(tokens)
 
     def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
         assert tokens, "evaluate needs at least one token"

@@ -14,6 +14,7 @@ from editspec.locate import definitions, find_by_name, language_for
 from editspec.rewrite import Rewriter, SourceFile
 
 ROOT = Path(__file__).resolve().parents[1]
+INSTRUCTION = "Rename the variable text to summary."  # changes several lines: several streamed edits
 EXTENSION = ROOT / "extension" / "vscode"
 CODE = (
     "def describe(values):\n    count = len(values)\n    biggest = max(values)\n    smallest = min(values)\n"
@@ -30,7 +31,7 @@ def test_npm_test(tmp_path, backend):
     spec = language_for("example.py")
     target = find_by_name(definitions(CODE.encode(), spec), "describe")
     expected = Rewriter(Decoder(backend, DecodeOptions(max_tokens=200))).rewrite(
-        SourceFile.from_bytes(CODE.encode()), spec, target, "Rename the function describe to summarize."
+        SourceFile.from_bytes(CODE.encode()), spec, target, INSTRUCTION
     )
     assert expected.problem() is None
     (tmp_path / "expected.py").write_text(expected.new_text)
@@ -39,6 +40,7 @@ def test_npm_test(tmp_path, backend):
         EDITSPEC_TEST_PYTHON=sys.executable,
         EDITSPEC_ROOT=str(ROOT),
         EDITSPEC_EXPECTED=str(tmp_path / "expected.py"),
+        EDITSPEC_INSTRUCTION=INSTRUCTION,
     )
     run = subprocess.run(["npm", "test"], cwd=EXTENSION, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
