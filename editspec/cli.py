@@ -284,9 +284,27 @@ def trace(result, output) -> None:
     default=None,
     help="write every measurement here",
 )
-def bench(model, draft_model, threads, data, limit, methods, repeat, json_path) -> None:
+@click.option("--latency", is_flag=True, help="measure the wait a user feels instead: cold, warm, whole-file")
+def bench(model, draft_model, threads, data, limit, methods, repeat, json_path, latency) -> None:
     """Compare decoding methods side by side (decode-only speed, prefill reported apart)."""
     from .bench import METHODS, run_benchmark
+
+    if latency:
+        from .latency import run_latency
+
+        try:
+            result = run_latency(
+                model=model, data=data, limit=limit, threads=threads, progress=lambda m: err.print(m, highlight=False)
+            )
+        except ModelError as e:
+            fail(str(e), EXIT_MODEL)
+        except (FileNotFoundError, ValueError) as e:
+            fail(str(e), EXIT_INPUT)
+        print_latency(result)
+        if json_path:
+            Path(json_path).write_text(json.dumps(result, indent=1))
+            err.print(f"wrote {json_path}")
+        return
 
     chosen = tuple(m.strip() for m in methods.split(",")) if methods else METHODS
     try:
@@ -307,6 +325,32 @@ def bench(model, draft_model, threads, data, limit, methods, repeat, json_path) 
     if json_path:
         Path(json_path).write_text(json.dumps(result, indent=1))
         err.print(f"wrote {json_path}")
+
+
+def print_latency(result: dict) -> None:
+    s = result["summary"]
+    table = Table(title=f"The wait, {len(result['cases'])} CanItEdit cases (medians, seconds)")
+    table.add_column("request", no_wrap=True)
+    for col in ("model load", "first token", "first line", "done"):
+        table.add_column(col, justify="right")
+    for kind, label in (
+        ("cold", "editspec cold"),
+        ("warm", "editspec warm (same file)"),
+        ("llama_cpp_whole_file", "llama-cpp-python, whole file"),
+    ):
+        table.add_row(
+            label,
+            *(
+                f"{s[f'{kind}_{f}']:.2f}"
+                for f in ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds")
+            ),
+        )
+    Console().print(table)
+    Console().print(
+        f"warm reads {s['warm_read_over_cold_read']:.0%} of the prompt tokens a cold request reads · cold done in "
+        f"{s['cold_done_over_llama_cpp_done']:.2f}x the time of llama-cpp-python with the whole file · first edit "
+        f"at {s['first_edit_over_prefill_plus_round']:.2f}x (cold prefill + one round)"
+    )
 
 
 def print_bench(result: dict, methods) -> None:

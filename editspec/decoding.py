@@ -51,16 +51,17 @@ class Decoder:
             check_same_vocabulary(backend, draft_backend)
         self.verify_seconds = calibration.verify_seconds(backend) if self.options.speculate else None
         self.draft_step_seconds = calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
+        # What the policy learns about acceptance is a property of the model: keep it across requests.
+        self.policy = (
+            AdaptiveDraftLength(self.verify_seconds, self.draft_step_seconds) if self.options.speculate else None
+        )
 
     def _parts(self):
         o = self.options
         acceptance = SamplingAcceptance(o.temperature, o.top_p, o.seed) if o.temperature > 0 else GreedyAcceptance()
         if not o.speculate:
             return acceptance, None, None
-        if o.draft_length is not None:
-            policy = FixedDraftLength(o.draft_length)
-        else:
-            policy = AdaptiveDraftLength(self.verify_seconds, self.draft_step_seconds)
+        policy = FixedDraftLength(o.draft_length) if o.draft_length is not None else self.policy
         drafter = PromptLookupDrafter()
         if self.draft_backend is not None:
             seed = None if o.seed is None else o.seed + 1

@@ -86,9 +86,23 @@ def initialize(ls: EditSpecServer, params: types.InitializeParams) -> None:
 
 
 @server.feature(types.INITIALIZED)
-def initialized(ls: EditSpecServer, params: types.InitializedParams) -> None:
-    if ls.settings.preload:
-        ls.decoder()  # warm start: the model loads while the user reads their code
+async def initialized(ls: EditSpecServer, params: types.InitializedParams) -> None:
+    """Warm start: the model loads while the user reads their code, with progress saying when it is ready."""
+    if not ls.settings.preload:
+        return
+    loading = ls.decoder()
+    window = ls.client_capabilities.window
+    if not (window and window.work_done_progress):
+        return
+    token = f"editspec-load-{uuid.uuid4()}"
+    await ls.work_done_progress.create_async(token)
+    ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title="editspec", message="loading the model"))
+    try:
+        decoder = await asyncio.wrap_future(loading)
+        message = f"ready: {decoder.backend.path.name}"
+    except Exception as e:  # reported again, with the reason, when a rewrite asks for the model
+        message = f"the model could not be loaded: {e}"
+    ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
 
 
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)

@@ -153,6 +153,26 @@ def cli_result():
     return result
 
 
+async def test_the_model_loads_in_the_background_with_progress(client):
+    for _ in range(400):
+        ends = [
+            r
+            for reports in client.progress_reports.values()
+            for r in reports
+            if isinstance(r, types.WorkDoneProgressEnd)
+        ]
+        if ends:
+            break
+        await asyncio.sleep(0.05)
+    loads = [
+        reports
+        for reports in client.progress_reports.values()
+        if reports and isinstance(reports[0], types.WorkDoneProgressBegin) and reports[0].message == "loading the model"
+    ]
+    assert loads and isinstance(loads[0][-1], types.WorkDoneProgressEnd)
+    assert loads[0][-1].message.startswith("ready: SmolLM2-135M-Instruct")
+
+
 async def test_code_action_inside_a_function_only(client):
     t0 = time.perf_counter()
     actions = await code_actions(client, 5)
@@ -170,7 +190,7 @@ async def test_rewrite_streams_edits_and_reports_progress(client, cli_result):
     assert result["applied"] is True
     assert len(client.editor.edits) >= 2
     assert client.editor.text == cli_result.new_text  # the same text the CLI writes
-    reports = next(iter(client.progress_reports.values()))
+    reports = next(r for r in client.progress_reports.values() if r and r[0].title.startswith("editspec: "))
     assert isinstance(reports[0], types.WorkDoneProgressBegin) and isinstance(reports[-1], types.WorkDoneProgressEnd)
     assert any(isinstance(r, types.WorkDoneProgressReport) and "tok/s" in (r.message or "") for r in reports)
     assert "acceptance" in reports[-1].message
@@ -193,7 +213,7 @@ async def start_and_cancel(client, how):
         if n != 1:
             return
         if how == "progress":
-            token = next(iter(client.progress_reports))
+            token = next(t for t, r in client.progress_reports.items() if r and r[0].title.startswith("editspec: "))
             client.window_work_done_progress_cancel(types.WorkDoneProgressCancelParams(token=token))
         elif how == "command":
             client.protocol.send_request(

@@ -1,0 +1,184 @@
+"""`editspec bench --latency`: the wait a user feels, cold and warm, beside plain llama-cpp-python.
+
+Per CanItEdit case: a cold rewrite (model loaded fresh, nothing cached) of the function the reference edit
+changes most, then a warm one (a second rewrite in the same file, with the kept prompt prefix), then what a
+user of plain llama-cpp-python would do: `create_chat_completion` with the whole file and the instruction.
+For each: model load, prompt tokens (and how many were read, not reused), prefill, time to first token, time
+to the first complete line (when the language server sends its first edit), decode, and total.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from .backend import LlamaBackend
+from .batch import select_functions
+from .bench import _llama_cpp_model_params_patched, find_data
+from .decoding import DecodeOptions, Decoder
+from .locate import Definition, definitions, language_for
+from .prompts import SYSTEM_PROMPT
+from .rewrite import Rewriter, RewriteResult, SourceFile
+
+
+def changed_lines(before: str, after: str) -> set[int]:
+    """1-based lines of `before` that the reference edit replaces or deletes."""
+    changed = set()
+    matcher = difflib.SequenceMatcher(a=before.splitlines(), b=after.splitlines(), autojunk=False)
+    for tag, i1, i2, _, _ in matcher.get_opcodes():
+        if tag != "equal":
+            changed.update(range(i1 + 1, max(i2, i1 + 1) + 1))
+    return changed
+
+
+def pick_targets(before: str, after: str) -> list[Definition]:
+    """The functions a user would point at: the most changed first."""
+    defs = select_functions(definitions(before.encode(), language_for("case.py")), "*")
+    changed = changed_lines(before, after)
+    return sorted(defs, key=lambda d: -len(changed & set(range(d.line, d.end_line + 1))))
+
+
+def timed_rewrite(
+    rewriter: Rewriter, source: SourceFile, target: Definition, instruction: str, load_seconds: float
+) -> dict:
+    t0 = time.perf_counter()
+    first_line = []
+
+    def on_progress(p):
+        if not first_line and "\n" in p.text:
+            first_line.append(time.perf_counter() - t0)
+
+    result: RewriteResult = rewriter.rewrite(source, language_for("case.py"), target, instruction, on_progress)
+    total = time.perf_counter() - t0
+    s = result.stats
+    return {
+        "function": target.name,
+        "load_seconds": round(load_seconds, 3),
+        "prompt_tokens": s.prompt_tokens,
+        "read_prompt_tokens": s.prompt_tokens - s.reused_prompt_tokens,
+        "prefill_seconds": round(s.prefill_seconds, 3),
+        "first_token_seconds": round(s.prefill_seconds, 3),
+        "first_line_seconds": round(first_line[0], 3) if first_line else round(total, 3),
+        "decode_seconds": round(s.decode_seconds, 3),
+        "generated_tokens": s.generated_tokens,
+        "total_seconds": round(total, 3),
+        "done_seconds": round(load_seconds + total, 3),
+    }
+
+
+def plain_llama_cpp(model: Path, threads: int, before: str, instruction: str, max_tokens: int) -> dict:
+    """A plain llama-cpp-python user: the whole file and the instruction, create_chat_completion, streamed."""
+    from llama_cpp import Llama
+
+    t0 = time.perf_counter()
+    with _llama_cpp_model_params_patched():
+        llm = Llama(str(model), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+    load = time.perf_counter() - t0
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"{instruction}\n\n```python\n{before}```"},
+    ]
+    prompt_tokens = (
+        len(llm.tokenize(llm.apply_chat_template(messages).encode())) if hasattr(llm, "apply_chat_template") else None
+    )
+    t1 = time.perf_counter()
+    first_token = first_line = None
+    text, n = "", 0
+    for chunk in llm.create_chat_completion(messages, temperature=0.0, max_tokens=max_tokens, stream=True):
+        delta = chunk["choices"][0]["delta"].get("content") or ""
+        if not delta:
+            continue
+        now = time.perf_counter() - t1
+        first_token = first_token if first_token is not None else now
+        text += delta
+        n += 1
+        if first_line is None and "\n" in text:
+            first_line = now
+    total = time.perf_counter() - t1
+    del llm
+    return {
+        "load_seconds": round(load, 3),
+        "prompt_tokens": prompt_tokens,
+        "first_token_seconds": round(first_token or total, 3),
+        "first_line_seconds": round(first_line or total, 3),
+        "total_seconds": round(total, 3),
+        "done_seconds": round(load + total, 3),
+        "chunks": n,
+    }
+
+
+def run_latency(
+    *,
+    model: str | None = None,
+    data: str | None = None,
+    limit: int = 10,
+    threads: int | None = None,
+    progress: Callable[[str], None] = lambda m: None,
+) -> dict:
+    rows = [json.loads(line) for line in find_data(data).read_text().splitlines() if line.strip()]
+    cases = []
+    for row in rows:
+        if len(cases) >= limit:
+            break
+        targets = pick_targets(row["before"], row["after"])
+        if not targets:
+            continue
+        progress(f"[{len(cases) + 1}/{limit}] {row['id']}-{row['name']}")
+        source = SourceFile.from_bytes(row["before"].encode())
+        t0 = time.perf_counter()
+        backend = LlamaBackend(model, n_threads=threads, prefix_cache_bytes=256 << 20)
+        load = time.perf_counter() - t0
+        rewriter = Rewriter(Decoder(backend, DecodeOptions(max_tokens=768)))
+        cold = timed_rewrite(rewriter, source, targets[0], row["instruction_descriptive"], load)
+        second = targets[1] if len(targets) > 1 else targets[0]
+        instruction = row["instruction_lazy"] if second is targets[0] else row["instruction_descriptive"]
+        warm = timed_rewrite(rewriter, source, second, instruction, 0.0)
+        plain = plain_llama_cpp(
+            backend.path,
+            backend.n_threads,
+            row["before"],
+            row["instruction_descriptive"],
+            max_tokens=min(1024, len(backend.tokenize(row["before"])) * 3 // 2 + 64),
+        )
+        threads = backend.n_threads
+        backend.close()
+        cases.append(
+            {
+                "case": f"{row['id']}-{row['name']}",
+                "cold": cold,
+                "warm": warm,
+                "llama_cpp_whole_file": plain,
+                "round_seconds": round(cold["decode_seconds"] / max(cold["generated_tokens"] - 1, 1), 4),
+            }
+        )
+        progress(
+            f"    cold {cold['total_seconds']}s (prefill {cold['prefill_seconds']}s, {cold['read_prompt_tokens']} "
+            f"tokens) · warm {warm['total_seconds']}s (read {warm['read_prompt_tokens']} of "
+            f"{warm['prompt_tokens']}) · llama-cpp whole file {plain['total_seconds']}s"
+        )
+
+    def med(values):
+        values = list(values)
+        return round(statistics.median(values), 3) if values else None
+
+    summary = {
+        "warm_read_over_cold_read": med(
+            c["warm"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
+        ),
+        "cold_done_over_llama_cpp_done": med(
+            c["cold"]["total_seconds"] / c["llama_cpp_whole_file"]["total_seconds"] for c in cases
+        ),
+        "first_edit_over_prefill_plus_round": med(
+            c["cold"]["first_line_seconds"] / (c["cold"]["prefill_seconds"] + c["round_seconds"]) for c in cases
+        ),
+    }
+    for kind in ("cold", "warm", "llama_cpp_whole_file"):
+        for field in ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds"):
+            summary[f"{kind}_{field}"] = med(c[kind][field] for c in cases)
+    summary["cold_prefill_seconds"] = med(c["cold"]["prefill_seconds"] for c in cases)
+    summary["warm_prefill_seconds"] = med(c["warm"]["prefill_seconds"] for c in cases)
+    return {"cases": cases, "summary": summary}
