@@ -1,9 +1,9 @@
 """Edit prompts in the model's own chat template, and the stop at the closing code fence.
 
-Layout: what repeats between requests comes first (the system prompt, then file context, then the
-instruction, shared by every function of a batch run), the code to edit comes last, so a kept KV-cache
-prefix serves the next request. (Measured on CanItEdit, instruction-before-code also makes the small
-model copy more of its input than code-before-instruction.) The
+Layout: what repeats between requests comes first (the system prompt, then the file context, the same for
+every function of a file), what changes comes last (the function, then the instruction), so a kept KV-cache
+prefix serves the next request: another function of the file re-reads the function and the instruction, the
+same function with another instruction only the instruction. The
 assistant's turn is opened with a code fence: a tiny model then writes code, not an explanation.
 """
 
@@ -27,15 +27,14 @@ FALLBACK_TEMPLATE = (
 FENCE = "```"
 
 
-def edit_messages(
-    code: str, instruction: str, language: str = "python", context: str = "", scope: str = ""
-) -> list[dict]:
+def edit_messages(code: str, instruction: str, language: str = "python", context: str = "",
+                  scope: str = "") -> list[dict]:
     parts = []
     if context:
         parts.append(f"Context from the same file:\n{FENCE}{language}\n{context.rstrip()}\n{FENCE}\n")
-    parts.append(f"Instruction: {instruction.strip()}\n")
     inside = f" (it is inside `{scope.strip()}`)" if scope.strip() else ""
     parts.append(f"Code to edit{inside}:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
+    parts.append(f"Instruction: {instruction.strip()}")
     parts.append("Write the complete edited code.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
 

@@ -59,7 +59,7 @@ def test_apply_writes_atomically_and_keeps_the_mode(source):
 def test_json_fields_are_consistent(source):
     result = run(str(source), "-f", "Shape.area", "-i", "Return the expression directly.", "--json")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["target"] == {"name": "Shape.area", "kind": "function_definition", "start_line": 5, "end_line": 7}
     s = data["stats"]
     assert s["generated_tokens"] >= 1 and s["target_passes"] == len(data["rounds"]) + 1

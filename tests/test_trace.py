@@ -59,17 +59,22 @@ class Page(html.parser.HTMLParser):
             self.current += data
 
 
+INSTRUCTION = "Rename the function describe to summarize."
+
+
 @pytest.fixture(scope="module")
-def result(backend):
+def rewriter(backend):
+    return Rewriter(Decoder(backend, DecodeOptions(max_tokens=200)))
+
+
+@pytest.fixture(scope="module")
+def result(rewriter):
     spec = language_for("x.py")
     target = find_by_name(definitions(CODE.encode(), spec), "describe")
-    rewriter = Rewriter(Decoder(backend, DecodeOptions(max_tokens=200)))
-    return rewriter.rewrite(
-        SourceFile.from_bytes(CODE.encode()), spec, target, "Rename the function describe to summarize."
-    )
+    return rewriter.rewrite(SourceFile.from_bytes(CODE.encode()), spec, target, INSTRUCTION)
 
 
-def test_one_span_per_token_and_they_spell_the_output(result, backend):
+def test_one_span_per_token_and_they_spell_the_output(result, rewriter, backend):
     page = render_html(result.trace, "t")
     parser = Page()
     parser.feed(page)
@@ -82,7 +87,13 @@ def test_one_span_per_token_and_they_spell_the_output(result, backend):
     assert "copied" in origins and "target" in origins
     rounds = result.trace["rounds"]
     assert sum(r["accepted"] for r in rounds) == result.stats.accepted_tokens
-    assert any(r["source"] and "count = len(values)" in r["source"]["text"] for r in rounds)
+    spec = language_for("x.py")
+    target = find_by_name(definitions(CODE.encode(), spec), "describe")
+    prompt = backend.detokenize(
+        rewriter.prompt_tokens(SourceFile.from_bytes(CODE.encode()), spec, target, INSTRUCTION)[0]
+    )
+    copied = [r for r in rounds if r["origin"] == "copied" and r["accepted"]]
+    assert copied and all(r["source"]["text"] in prompt or r["source"]["line"] is None for r in copied)
 
 
 def test_trace_command_from_saved_json(tmp_path, result):
