@@ -117,7 +117,8 @@ def load_decoder(
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=True, allow_dash=True))
-@click.option("--function", "-f", "function", metavar="NAME", help="name, or Class.method")
+@click.option("--function", "-f", "function", metavar="NAME", multiple=True,
+              help="name, or Class.method; repeat it to rewrite several functions of FILE in one go")
 @click.option("--line", "-l", "line", metavar="N[:COL]", help="a line (and column) inside the definition")
 @click.option("--range", "byte_range", metavar="START:END", help="a byte range inside the definition")
 @click.option("--instruction", "-i", required=True, help="what to change")
@@ -164,7 +165,7 @@ def rewrite(
     from .locate import LocateError, definitions, find_at, find_by_name, language_for, offset_of_line
     from .rewrite import RewriteError, Rewriter, SourceFile, write_atomically
 
-    chosen = [x for x in (function, line, byte_range) if x is not None]
+    chosen = [x for x in (function or None, line, byte_range) if x is not None]
     if len(chosen) != 1:
         fail("say which definition: exactly one of --function NAME, --line N[:COL] or --range START:END", EXIT_INPUT)
     if not instruction.strip():
@@ -178,8 +179,13 @@ def rewrite(
         spec = language_for(None if file == "-" else file, language)
         data = source.text.encode("utf-8")
         defs = definitions(data, spec)
-        if function:
-            target = find_by_name(defs, function)
+        if len(function) > 1:
+            if file == "-":
+                fail("several --function need a file, not standard input", EXIT_INPUT)
+            targets = [find_by_name(defs, name) for name in function]
+            target = targets[0]
+        elif function:
+            target = find_by_name(defs, function[0])
         elif position:
             target = find_at(defs, offset_of_line(data, *position))
         else:
@@ -194,6 +200,9 @@ def rewrite(
     decoder = load_decoder(
         model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation, prefix_cache_mb
     )
+    if len(function) > 1:
+        rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json, quiet, context_tokens)
+        return
     label = f"{target.name} (lines {target.line}-{target.end_line})"
     interactive = err.is_terminal and not quiet
     try:
@@ -237,6 +246,31 @@ def rewrite(
             fail(str(e), EXIT_CHANGED)
         if not quiet:
             err.print(f"wrote {source.path}")
+
+
+def rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json, quiet, context_tokens) -> None:
+    """Several functions of one file: rewritten bottom-up in one process, so they share the file's prompt
+    prefix (system prompt and file context are read once); the file is written once, atomically."""
+    from dataclasses import asdict
+
+    from .batch import FileJob, rewrite_file
+    from .rewrite import Rewriter
+
+    job = FileJob(source.path, spec, targets)
+    outcome = rewrite_file(Rewriter(decoder, context_tokens), job, instruction, apply_, str(source.path))
+    if as_json:
+        click.echo(json.dumps(asdict(outcome), indent=1))
+    elif not apply_:
+        click.echo(outcome.diff, nl=False)
+    for name, why in outcome.failures:
+        err.print(f"[yellow]{name}: {why}; kept as it was[/]", highlight=False, soft_wrap=True)
+    if outcome.status == "skipped":
+        fail(outcome.reason, EXIT_CHANGED)
+    if not quiet:
+        err.print(f"{outcome.rewritten} of {outcome.functions} functions rewritten · {outcome.tokens} tokens"
+                  + (f" · wrote {source.path}" if apply_ and outcome.status == "rewritten" else ""), highlight=False)
+    if outcome.failures and not outcome.rewritten:
+        sys.exit(EXIT_UNPARSABLE)
 
 
 @main.command()

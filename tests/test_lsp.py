@@ -374,3 +374,47 @@ async def test_fuzz_malformed_and_out_of_order_messages(client):
     )
     actions = await code_actions(client, 5)
     assert actions and actions[0].title.startswith("Rewrite total")
+
+
+def test_tcp_listens_on_loopback_only():
+    import socket
+    import subprocess
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "lsp", "--tcp", str(port)], stderr=subprocess.PIPE)
+    try:
+        deadline = time.time() + 20
+        while True:
+            try:
+                conn = socket.create_connection(("127.0.0.1", port), timeout=5)
+                break
+            except OSError:
+                assert time.time() < deadline, "the server did not listen"
+                time.sleep(0.1)
+        body = json.dumps(
+            {
+                "jsonrpc": "2.0",
+                "id": 1,
+                "method": "initialize",
+                "params": {"processId": None, "rootUri": None, "capabilities": {}},
+            }
+        ).encode()
+        conn.sendall(b"Content-Length: %d\r\n\r\n" % len(body) + body)
+        reply = b""
+        while b"executeCommandProvider" not in reply:
+            chunk = conn.recv(65536)
+            assert chunk, reply
+            reply += chunk
+        assert b"editspec.rewrite" in reply
+        # While connected (pygls stops listening when its client leaves): bound to loopback only.
+        import shutil
+
+        listening = subprocess.run(["ss", "-ltn"], capture_output=True, text=True).stdout if shutil.which("ss") else ""
+        if listening:
+            assert f"127.0.0.1:{port}" in listening and f"0.0.0.0:{port}" not in listening
+        conn.close()
+    finally:
+        proc.kill()
+        proc.wait()

@@ -185,3 +185,30 @@ def test_overhead_outside_the_model_is_small_on_a_big_file(backend):
         assert len(text_edits(region, new_region)) == 1
         timings.append(time.perf_counter() - t0)
     assert prompt and min(timings) < 0.050, f"{min(timings) * 1000:.1f} ms"
+
+
+def test_several_functions_at_once_share_one_run(source):
+    result = CliRunner().invoke(
+        main,
+        [
+            "rewrite",
+            str(source),
+            "-f",
+            "total",
+            "-f",
+            "Shape.area",
+            "-i",
+            "Add a one-line comment at the top of the body.",
+            "--json",
+            "-q",
+            "--max-tokens",
+            "120",
+        ],
+    )
+    assert result.exit_code in (0, 5), result.output
+    data = json.loads(result.stdout)
+    assert data["functions"] == 2 and data["tokens"] > 0
+    assert data["rewritten"] + len(data["failures"]) <= 2
+    assert source.read_bytes() == CODE.encode()  # no --apply: nothing written
+    stdin = run("-", "--language", "python", "-f", "total", "-f", "Shape.area", "-i", "x", input=CODE)
+    assert stdin.exit_code == EXIT_INPUT and "standard input" in stdin.output
