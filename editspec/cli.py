@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import click
@@ -54,7 +56,33 @@ def main() -> None:
     """Fast local code edits with prompt-lookup speculative decoding."""
 
 
+@dataclass
+class DecodeArgs:
+    """The model and decoding options that `rewrite` and `batch` share (see decode_options)."""
+
+    temperature: float
+    top_p: float
+    seed: int | None
+    max_tokens: int
+    no_speculation: bool
+    context_tokens: int
+    prefix_cache_mb: int
+    model: str | None
+    draft_model: str | None
+    threads: int | None
+
+
 def decode_options(f):
+    """Add the shared options to a command and hand them to it as one `decode: DecodeArgs` argument."""
+
+    command = f
+
+    @functools.wraps(command)
+    def packed(*args, **kwargs):
+        decode = DecodeArgs(**{name: kwargs.pop(name) for name in DecodeArgs.__dataclass_fields__})
+        return command(*args, decode=decode, **kwargs)
+
+    f = packed
     for option in reversed(
         [
             click.option(
@@ -101,24 +129,30 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
         raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
 
 
-def load_decoder(
-    model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation, prefix_cache_mb=256
-):
+def load_decoder(d: DecodeArgs):
     from .decoding import DecodeOptions, open_decoder
 
     options = DecodeOptions(
-        speculate=not no_speculation, temperature=temperature, top_p=top_p, seed=seed, max_tokens=max_tokens
+        speculate=not d.no_speculation, temperature=d.temperature, top_p=d.top_p, seed=d.seed, max_tokens=d.max_tokens
     )
     try:
-        return open_decoder(model, draft_model, threads=threads, options=options, prefix_cache_mb=prefix_cache_mb)
+        return open_decoder(
+            d.model, d.draft_model, threads=d.threads, options=options, prefix_cache_mb=d.prefix_cache_mb
+        )
     except ModelError as e:
         fail(str(e), EXIT_MODEL)
 
 
 @main.command()
 @click.argument("file", type=click.Path(dir_okay=True, allow_dash=True))
-@click.option("--function", "-f", "function", metavar="NAME", multiple=True,
-              help="name, or Class.method; repeat it to rewrite several functions of FILE in one go")
+@click.option(
+    "--function",
+    "-f",
+    "function",
+    metavar="NAME",
+    multiple=True,
+    help="name, or Class.method; repeat it to rewrite several functions of FILE in one go",
+)
 @click.option("--line", "-l", "line", metavar="N[:COL]", help="a line (and column) inside the definition")
 @click.option("--range", "byte_range", metavar="START:END", help="a byte range inside the definition")
 @click.option("--instruction", "-i", required=True, help="what to change")
@@ -149,16 +183,7 @@ def rewrite(
     show,
     trace_path,
     quiet,
-    temperature,
-    top_p,
-    seed,
-    max_tokens,
-    no_speculation,
-    context_tokens,
-    prefix_cache_mb,
-    model,
-    draft_model,
-    threads,
+    decode: DecodeArgs,
 ) -> None:
     """Rewrite one function, method or class in FILE by an instruction; print a diff (or --apply it)."""
     from .display import LiveProgress, show_pieces, summary_line
@@ -197,17 +222,16 @@ def rewrite(
     except (RewriteError, LocateError) as e:
         fail(str(e), EXIT_INPUT)
 
-    decoder = load_decoder(
-        model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation, prefix_cache_mb
-    )
+    decoder = load_decoder(decode)
     if len(function) > 1:
-        rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json, quiet, context_tokens)
+        rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json, quiet, decode.context_tokens)
         return
     label = f"{target.name} (lines {target.line}-{target.end_line})"
     interactive = err.is_terminal and not quiet
     try:
         with LiveProgress(err, label, interactive) as progress:
-            result = Rewriter(decoder, context_tokens).rewrite(source, spec, target, instruction, progress.update)
+            rewriter = Rewriter(decoder, decode.context_tokens)
+            result = rewriter.rewrite(source, spec, target, instruction, progress.update)
     except RewriteError as e:
         fail(str(e), EXIT_INPUT)
     except KeyboardInterrupt:
@@ -267,8 +291,11 @@ def rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json
     if outcome.status == "skipped":
         fail(outcome.reason, EXIT_CHANGED)
     if not quiet:
-        err.print(f"{outcome.rewritten} of {outcome.functions} functions rewritten · {outcome.tokens} tokens"
-                  + (f" · wrote {source.path}" if apply_ and outcome.status == "rewritten" else ""), highlight=False)
+        err.print(
+            f"{outcome.rewritten} of {outcome.functions} functions rewritten · {outcome.tokens} tokens"
+            + (f" · wrote {source.path}" if apply_ and outcome.status == "rewritten" else ""),
+            highlight=False,
+        )
     if outcome.failures and not outcome.rewritten:
         sys.exit(EXIT_UNPARSABLE)
 
@@ -445,16 +472,7 @@ def batch(
     state_path,
     fresh,
     quiet,
-    temperature,
-    top_p,
-    seed,
-    max_tokens,
-    no_speculation,
-    context_tokens,
-    prefix_cache_mb,
-    model,
-    draft_model,
-    threads,
+    decode: DecodeArgs,
 ) -> None:
     """Rewrite every selected function under PATHS; print one combined patch (or --apply)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -471,10 +489,8 @@ def batch(
     jobs, unreadable = plan(files, select)
     if not jobs:
         fail(f"no functions matching {select!r} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
-    decoder = load_decoder(
-        model, draft_model, threads, temperature, top_p, seed, max_tokens, no_speculation, prefix_cache_mb
-    )
-    rewriter = Rewriter(decoder, context_tokens)
+    decoder = load_decoder(decode)
+    rewriter = Rewriter(decoder, decode.context_tokens)
     key = run_key(
         instruction=instruction,
         select=select,
@@ -482,11 +498,11 @@ def batch(
         apply=apply_,
         model=str(decoder.backend.path),
         roots=sorted(str(p.resolve()) for p in paths),
-        temperature=temperature,
-        top_p=top_p,
-        seed=seed,
-        max_tokens=max_tokens,
-        speculate=not no_speculation,
+        temperature=decode.temperature,
+        top_p=decode.top_p,
+        seed=decode.seed,
+        max_tokens=decode.max_tokens,
+        speculate=not decode.no_speculation,
     )
     state = BatchState(state_path, "" if fresh else key)
     state.key = key

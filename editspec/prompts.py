@@ -27,8 +27,9 @@ FALLBACK_TEMPLATE = (
 FENCE = "```"
 
 
-def edit_messages(code: str, instruction: str, language: str = "python", context: str = "",
-                  scope: str = "") -> list[dict]:
+def edit_messages(
+    code: str, instruction: str, language: str = "python", context: str = "", scope: str = ""
+) -> list[dict]:
     parts = []
     if context:
         parts.append(f"Context from the same file:\n{FENCE}{language}\n{context.rstrip()}\n{FENCE}\n")
