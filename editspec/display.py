@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.text import Text
 
 from .engine import Stats
-from .policy import expected_tokens
+from .policy import speedup_figures
 from .rewrite import Piece, Progress
 
 ORIGIN_STYLES = {"copied": "green", "drafted": "cyan", "target": "bold yellow"}
@@ -63,12 +63,12 @@ def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
     if verified:
         parts.append(f"acceptance α={stats.acceptance_rate:.2f}")
     parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
-    if verify_seconds and stats.rounds and stats.generated_tokens > 1:
-        plain = (stats.generated_tokens - 1) * verify_seconds[1]
-        measured = plain / stats.decode_seconds if stats.decode_seconds else 0.0
-        gamma = sum(len(r.drafted) for r in stats.rounds) / len(stats.rounds)
-        k = max(0, min(round(gamma), len(verify_seconds) - 2))
-        predicted = expected_tokens(stats.acceptance_rate, k) * verify_seconds[1] / verify_seconds[k + 1]
+    gamma = sum(len(r.drafted) for r in stats.rounds) / len(stats.rounds) if stats.rounds else 0.0
+    figures = speedup_figures(
+        stats.generated_tokens, stats.decode_seconds, stats.acceptance_rate, gamma, verify_seconds
+    )
+    if figures:
+        measured, predicted = figures
         parts.append(f"speed-up {measured:.2f}x over plain (formula predicts {predicted:.2f}x at γ≈{gamma:.1f})")
     return " · ".join(parts)
 

@@ -40,6 +40,18 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
+def speedup_figures(
+    generated: int, decode_seconds: float, acceptance_rate: float, mean_draft: float, verify_seconds
+) -> tuple[float, float] | None:
+    """(measured, predicted) speed-up over plain decoding for a finished generation: measured against one
+    plain step per token, predicted by (1 - α^(γ+1)) / (1 - α) over the cost of a pass of γ+1 tokens."""
+    if not verify_seconds or generated <= 1 or decode_seconds <= 0:
+        return None
+    step = verify_seconds[1]
+    k = max(0, min(round(mean_draft), len(verify_seconds) - 2))
+    return (generated - 1) * step / decode_seconds, expected_tokens(acceptance_rate, k) * step / verify_seconds[k + 1]
+
+
 class AdaptiveDraftLength:
     def __init__(self, verify_seconds: Sequence[float], draft_step_seconds: float = 0.0):
         """`verify_seconds[m]` is the cost of one target pass over m tokens (index 0 unused);

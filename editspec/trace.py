@@ -15,7 +15,7 @@ import json
 from collections.abc import Sequence
 
 from .engine import Stats
-from .policy import expected_tokens
+from .policy import speedup_figures
 
 
 def _texts(backend, tokens: Sequence[int]) -> list[str]:
@@ -92,11 +92,9 @@ def build_trace(
         "prefill_seconds": stats.prefill_seconds,
         "decode_seconds": stats.decode_seconds,
     }
-    if verify_seconds and stats.generated_tokens > 1 and stats.decode_seconds > 0:
-        step = verify_seconds[1]
-        k = max(0, min(round(mean_draft), len(verify_seconds) - 2))
-        figures["measured_speedup"] = (stats.generated_tokens - 1) * step / stats.decode_seconds
-        figures["predicted_speedup"] = expected_tokens(alpha, k) * step / verify_seconds[k + 1]
+    speedups = speedup_figures(stats.generated_tokens, stats.decode_seconds, alpha, mean_draft, verify_seconds)
+    if speedups:
+        figures["measured_speedup"], figures["predicted_speedup"] = speedups
     return {"tokens": tokens, "rounds": rounds, "figures": figures, "output": "".join(texts)}
 
 

@@ -60,8 +60,3 @@ export interface RewriteArgs {
 export function rewriteArguments(base: RewriteArgs, instruction: string, token: string): RewriteArgs {
   return { uri: base.uri, position: base.position, instruction, workDoneToken: token };
 }
-
-/** A one-line progress message from a server report ("120 tokens · 150 tok/s · acceptance 80%"). */
-export function progressMessage(report: { message?: string } | undefined): string {
-  return report?.message ?? "";
-}
