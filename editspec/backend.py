@@ -80,20 +80,23 @@ class LlamaBackend:
 
     # -- the Backend protocol ------------------------------------------------------------------
 
-    def prefill(self, tokens: Sequence[int]) -> np.ndarray:
-        """Make the cache hold `tokens`, reading only what no kept prefix already holds."""
+    def prefill(self, tokens: Sequence[int], draft: Sequence[int] = ()) -> np.ndarray:
+        """Make the cache hold `tokens + draft`, reading only what no kept prefix already holds; logits after
+        the last prompt token and after each draft token."""
         tokens = list(tokens)
         if not tokens:
             raise ValueError("cannot prefill an empty prompt")
         common = self.last_reused = reuse_prefix(self, self.prefix_cache, tokens)
-        rest = tokens[common:]
+        rest = [*tokens[common:], *draft]
+        wanted_from = len(rest) - len(draft) - 1  # the first position whose logits we need
+        rows = []
         for start in range(0, len(rest), self.n_batch):
             chunk = rest[start : start + self.n_batch]
-            is_last = start + self.n_batch >= len(rest)
-            logits = self._decode(chunk, "last" if is_last else "none")
+            rows.append(self._decode(chunk, max(0, wanted_from - start)))
         if self.prefix_cache is not None and common < len(tokens) - 1:
-            self.prefix_cache.put(tokens, self.save_state())
-        return logits[-1]
+            # The key is what the cache holds, draft included: a later prompt reuses only what matches.
+            self.prefix_cache.put(self.tokens, self.save_state())
+        return np.concatenate(rows)
 
     def save_state(self) -> bytes:
         size = L.llama_state_seq_get_size(self.ctx, 0)
@@ -115,7 +118,7 @@ class LlamaBackend:
     def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
         if len(tokens) > self.n_batch:
             raise ValueError(f"cannot verify {len(tokens)} tokens in one pass (batch size {self.n_batch})")
-        return self._decode(list(tokens), "all")
+        return self._decode(list(tokens), 0)
 
     def truncate(self, n_tokens: int) -> None:
         if n_tokens >= len(self.tokens):
@@ -132,7 +135,8 @@ class LlamaBackend:
 
     # -- the rest ------------------------------------------------------------------------------
 
-    def _decode(self, tokens: list[int], logits_for: str) -> np.ndarray:
+    def _decode(self, tokens: list[int], logits_from: int) -> np.ndarray:
+        """Append `tokens` to the cache; logits after each of them from index `logits_from` on."""
         n, start = len(tokens), len(self.tokens)
         if start + n > self.n_ctx:
             raise ValueError(f"the context is full ({self.n_ctx} tokens): shorten the prompt or --max-tokens")
@@ -143,12 +147,12 @@ class LlamaBackend:
             b.pos[i] = start + i
             b.n_seq_id[i] = 1
             b.seq_id[i][0] = 0
-            b.logits[i] = logits_for == "all" or (logits_for == "last" and i == n - 1)
+            b.logits[i] = i >= logits_from
         rc = L.llama_decode(self.ctx, b)
         if rc != 0:
             raise RuntimeError(f"llama_decode failed with code {rc}")
         self.tokens.extend(tokens)
-        rows = n if logits_for == "all" else (1 if logits_for == "last" else 0)
+        rows = max(0, n - logits_from)
         if rows == 0:
             return np.empty((0, self.n_vocab), dtype=np.float32)
         ptr = L.llama_get_logits(self.ctx)

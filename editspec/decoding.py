@@ -21,6 +21,7 @@ class DecodeOptions:
     seed: int | None = None
     max_tokens: int = 1024
     max_draft: int = 32
+    opening_draft: int = 16  # tokens of the opening copy verified within the prefill (0: none)
     draft_length: int | None = None  # a fixed draft length instead of the adaptive one
 
 
@@ -90,6 +91,7 @@ class Decoder:
             policy=policy,
             max_tokens=min(wanted, room - self.options.max_draft - 1),
             max_draft=self.options.max_draft,
+            opening_draft=self.options.opening_draft,
             stop=stop,
             on_tokens=on_tokens,
         )

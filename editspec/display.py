@@ -63,9 +63,10 @@ def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
     if verified:
         parts.append(f"acceptance α={stats.acceptance_rate:.2f}")
     parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
-    gamma = sum(len(r.drafted) for r in stats.rounds) / len(stats.rounds) if stats.rounds else 0.0
+    decode_rounds = [r for r in stats.rounds if not r.opening]
+    gamma = sum(len(r.drafted) for r in decode_rounds) / len(decode_rounds) if decode_rounds else 0.0
     figures = speedup_figures(
-        stats.generated_tokens, stats.decode_seconds, stats.acceptance_rate, gamma, verify_seconds
+        stats.generated_tokens - stats.prefill_output_tokens, stats.decode_seconds, stats.acceptance_rate, gamma, verify_seconds
     )
     if figures:
         measured, predicted = figures

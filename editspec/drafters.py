@@ -18,6 +18,7 @@ from .acceptance import target_distribution
 from .engine import Draft, DraftLengthPolicy
 
 MAX_MATCH_CHECK = 32  # a longer match says no more about the next token than a 32-token one
+MIN_OPENING_ANCHOR = 3  # an opening copy needs the prompt's tail to match at least this many tokens
 
 
 class PromptLookupDrafter:
@@ -76,6 +77,12 @@ class PromptLookupDrafter:
             self.cursor, self.run = best, self._match_length(best)
             return
 
+    def opening(self, max_tokens: int) -> Draft | None:
+        """The copy that the prompt's own tail points at (for an edit prompt, the code's first lines), when
+        the anchor is long enough to trust rather than a one- or two-token coincidence."""
+        draft = self.propose(max_tokens)
+        return draft if draft is not None and draft.run >= MIN_OPENING_ANCHOR else None
+
     def propose(self, max_tokens: int) -> Draft | None:
         if self.cursor is None or self.cursor >= len(self.history):
             self._resynchronise()
@@ -109,6 +116,9 @@ class DraftModelDrafter:
     def start(self, prompt: Sequence[int]) -> None:
         self.history = list(prompt)
         self.backend.prefill(self.history)
+
+    def opening(self, max_tokens: int) -> Draft | None:
+        return None  # its first draft would cost draft-model steps before the prefill could start
 
     def extend(self, tokens: Sequence[int]) -> None:
         self.history.extend(tokens)
@@ -162,6 +172,9 @@ class CombinedDrafter:
     def extend(self, tokens: Sequence[int]) -> None:
         self.lookup.extend(tokens)
         self.model.extend(tokens)
+
+    def opening(self, max_tokens: int) -> Draft | None:
+        return self.lookup.opening(max_tokens)
 
     def propose(self, max_tokens: int) -> Draft | None:
         draft = self.lookup.propose(max_tokens)

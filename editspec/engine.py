@@ -6,6 +6,10 @@ result. The CLI, the language server and the benchmark all call `generate`.
 Cache invariant: the backend's KV cache always holds `prompt + output[:-1]`; the last emitted token is
 "pending" and is evaluated at the head of the next round, followed by the draft. One `evaluate` per round
 verifies the whole draft and yields the next token for free.
+
+The opening: an edit usually starts by copying the code's first line, and the prompt ends where that copy
+begins. So the drafter's opening copy is read in the same batch as the prompt: in a batch of hundreds of
+tokens a few more cost little, and the first line is out when the prefill is, without a round of its own.
 """
 
 from __future__ import annotations
@@ -23,8 +27,9 @@ class Backend(Protocol):
 
     n_vocab: int
 
-    def prefill(self, tokens: Sequence[int]) -> np.ndarray:
-        """Make the cache hold exactly `tokens`; return the logits after the last one, shape (n_vocab,)."""
+    def prefill(self, tokens: Sequence[int], draft: Sequence[int] = ()) -> np.ndarray:
+        """Make the cache hold exactly `tokens + draft`; return the logits after the last of `tokens` and
+        after each draft token, shape (1 + len(draft), n_vocab)."""
 
     def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
         """Append `tokens` to the cache; return logits after each of them, shape (len(tokens), n_vocab)."""
@@ -56,6 +61,9 @@ class Drafter(Protocol):
     def propose(self, max_tokens: int) -> Draft | None:
         """The longest useful draft (the policy shortens it), or None."""
 
+    def opening(self, max_tokens: int) -> Draft | None:
+        """After `start`: a confident copy to verify together with the prompt, or None."""
+
 
 class DraftLengthPolicy(Protocol):
     def choose(self, kind: str, run: int, available: int) -> int:
@@ -82,6 +90,7 @@ class Round:
     copied_from: int | None
     next_token: int  # the target's own token: the correction at the first mismatch, or the bonus
     seconds: float
+    opening: bool = False  # verified within the prefill (its seconds are the prefill's)
 
 
 @dataclass
@@ -89,6 +98,7 @@ class Stats:
     prompt_tokens: int = 0
     reused_prompt_tokens: int = 0  # read from a kept KV cache instead of the model
     generated_tokens: int = 0
+    prefill_output_tokens: int = 0  # the first token, plus the opening copy accepted within the prefill
     target_passes: int = 0
     drafted_tokens: int = 0
     accepted_tokens: int = 0
@@ -107,8 +117,8 @@ class Stats:
 
     @property
     def decode_tokens_per_second(self) -> float:
-        # The first token comes out of the prefill; decoding makes the rest.
-        n = self.generated_tokens - 1
+        # The first token (and an accepted opening) comes out of the prefill; decoding makes the rest.
+        n = self.generated_tokens - self.prefill_output_tokens
         return n / self.decode_seconds if self.decode_seconds > 0 and n > 0 else 0.0
 
     def summary(self) -> dict:
@@ -116,6 +126,7 @@ class Stats:
             "prompt_tokens": self.prompt_tokens,
             "reused_prompt_tokens": self.reused_prompt_tokens,
             "generated_tokens": self.generated_tokens,
+            "prefill_output_tokens": self.prefill_output_tokens,
             "target_passes": self.target_passes,
             "drafted_tokens": self.drafted_tokens,
             "accepted_tokens": self.accepted_tokens,
@@ -150,6 +161,7 @@ def generate(
     policy: DraftLengthPolicy | None = None,
     max_tokens: int = 512,
     max_draft: int = 32,
+    opening_draft: int = 0,
     stop: StopCondition | None = None,
     on_tokens: TokenCallback | None = None,
     clock: Callable[[], float] = time.perf_counter,
@@ -157,7 +169,8 @@ def generate(
     """Generate up to `max_tokens` tokens after `prompt`, speculating with `drafter` when one is given.
 
     Without a drafter (or when the policy picks length 0) each round is one plain decoding step, so
-    `--no-speculation` runs the very same code path.
+    `--no-speculation` runs the very same code path. Up to `opening_draft` tokens of the drafter's opening
+    copy are verified within the prefill.
     """
     if not prompt:
         raise ValueError("the prompt is empty")
@@ -187,14 +200,39 @@ def generate(
         return done
 
     t0 = clock()
-    logits = backend.prefill(prompt)
+    opening = None
     if drafter is not None:
         drafter.start(prompt)
-    first = acceptance.first_token(logits)
+        if opening_draft > 0 and max_tokens > 1:
+            opening = drafter.opening(min(opening_draft, max_tokens - 1))
+    drafted = opening.tokens if opening is not None else []
+    rows = backend.prefill(prompt, drafted)
+    if drafted:
+        n_accepted, next_token = acceptance.verify(rows, drafted, opening.q)
+        backend.truncate(len(prompt) + n_accepted)
+        if policy is not None:
+            policy.update(opening.origin, opening.run, len(drafted), n_accepted)
+        stats.drafted_tokens, stats.accepted_tokens = len(drafted), n_accepted
+        first = [*drafted[:n_accepted], next_token]
+    else:
+        first = [acceptance.first_token(rows[0])]
     stats.prefill_seconds = clock() - t0
     stats.reused_prompt_tokens = getattr(backend, "last_reused", 0)
     stats.target_passes = 1
-    done = max_tokens <= 0 or emit([first], None)
+    opening_round = None
+    if drafted:
+        opening_round = Round(
+            drafted=list(drafted),
+            accepted=n_accepted,
+            origin=opening.origin,
+            copied_from=opening.copied_from,
+            next_token=next_token,
+            seconds=stats.prefill_seconds,
+            opening=True,
+        )
+        stats.rounds.append(opening_round)
+    done = max_tokens <= 0 or emit(first, opening_round)
+    stats.prefill_output_tokens = len(out)
 
     t_decode = clock()
     while not done:

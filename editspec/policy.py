@@ -41,15 +41,16 @@ def expected_tokens(alpha: float, k: int) -> float:
 
 
 def speedup_figures(
-    generated: int, decode_seconds: float, acceptance_rate: float, mean_draft: float, verify_seconds
+    decoded: int, decode_seconds: float, acceptance_rate: float, mean_draft: float, verify_seconds
 ) -> tuple[float, float] | None:
-    """(measured, predicted) speed-up over plain decoding for a finished generation: measured against one
-    plain step per token, predicted by (1 - α^(γ+1)) / (1 - α) over the cost of a pass of γ+1 tokens."""
-    if not verify_seconds or generated <= 1 or decode_seconds <= 0:
+    """(measured, predicted) speed-up of the decoding phase (`decoded` tokens, those the prefill did not
+    give) over plain decoding: measured against one plain step per token, predicted by
+    (1 - α^(γ+1)) / (1 - α) over the cost of a pass of γ+1 tokens."""
+    if not verify_seconds or decoded <= 0 or decode_seconds <= 0:
         return None
     step = verify_seconds[1]
     k = max(0, min(round(mean_draft), len(verify_seconds) - 2))
-    return (generated - 1) * step / decode_seconds, expected_tokens(acceptance_rate, k) * step / verify_seconds[k + 1]
+    return decoded * step / decode_seconds, expected_tokens(acceptance_rate, k) * step / verify_seconds[k + 1]
 
 
 class AdaptiveDraftLength:

@@ -339,7 +339,7 @@ class Rewriter:
                 origins.extend([kind] * accepted + ["target"] * (len(tokens) - accepted))
                 counts["drafted"] += len(rnd.drafted)
                 counts["accepted"] += rnd.accepted
-                counts["passes"] += 1
+                counts["passes"] += 0 if rnd.opening else 1
             out.extend(tokens)
             if on_progress is None:
                 return False

@@ -49,9 +49,10 @@ def build_trace(
 
     tokens = []
     rounds = []
-    if output:
+    i = 0
+    if output and not (stats.rounds and stats.rounds[0].opening):
         tokens.append({"text": texts[0], "origin": "target", "round": -1})
-    i = 1
+        i = 1
     for n, r in enumerate(stats.rounds):
         if i >= len(output):
             break
@@ -79,10 +80,12 @@ def build_trace(
                 "target_text": backend.detokenize([r.next_token]),
                 "seconds": r.seconds,
                 "source": source,
+                "opening": r.opening,
             }
         )
     alpha = stats.acceptance_rate
-    mean_draft = sum(r["drafted"] for r in rounds) / len(rounds) if rounds else 0.0
+    decode_rounds = [r for r in rounds if not r["opening"]]
+    mean_draft = sum(r["drafted"] for r in decode_rounds) / len(decode_rounds) if decode_rounds else 0.0
     figures = {
         "acceptance_rate": alpha,
         "tokens_per_pass": stats.tokens_per_pass,
@@ -92,7 +95,8 @@ def build_trace(
         "prefill_seconds": stats.prefill_seconds,
         "decode_seconds": stats.decode_seconds,
     }
-    speedups = speedup_figures(stats.generated_tokens, stats.decode_seconds, alpha, mean_draft, verify_seconds)
+    decoded = stats.generated_tokens - stats.prefill_output_tokens
+    speedups = speedup_figures(decoded, stats.decode_seconds, alpha, mean_draft, verify_seconds)
     if speedups:
         figures["measured_speedup"], figures["predicted_speedup"] = speedups
     return {"tokens": tokens, "rounds": rounds, "figures": figures, "output": "".join(texts)}
@@ -181,8 +185,9 @@ def render_html(trace: dict, title: str = "editspec trace") -> str:
     rows = []
     for i, r in enumerate(trace["rounds"]):
         src = r.get("source") or {}
+        number = "prefill" if r.get("opening") else str(i + 1)
         rows.append(
-            f"<tr><td>{i + 1}</td><td>{r['origin'] or '-'}</td><td>{r['drafted']}</td><td>{r['accepted']}</td>"
+            f"<tr><td>{number}</td><td>{r['origin'] or '-'}</td><td>{r['drafted']}</td><td>{r['accepted']}</td>"
             f"<td>{e(r['accepted_text'])}<del>{e(r['rejected_text'])}</del></td><td>{e(r['target_text'])}</td>"
             f"<td>{r['seconds'] * 1000:.1f}</td><td>{e(src.get('text', ''))}</td></tr>"
         )

@@ -46,14 +46,18 @@ class FakeBackend:
             row[self.follows[b]] += self.copy_bias
         return row
 
-    def prefill(self, tokens: Sequence[int]) -> np.ndarray:
+    def prefill(self, tokens: Sequence[int], draft: Sequence[int] = ()) -> np.ndarray:
         self.last_reused = reuse_prefix(self, self.prefix_cache, tokens)
         self.read += len(tokens) - self.last_reused
         self.tokens = list(tokens)
         self.passes += 1
+        rows = [self.logits_after(self.tokens)]
+        for tok in draft:
+            self.tokens.append(tok)
+            rows.append(self.logits_after(self.tokens))
         if self.prefix_cache is not None:
-            self.prefix_cache.put(tokens, self.save_state())
-        return self.logits_after(self.tokens)
+            self.prefix_cache.put(self.tokens, self.save_state())
+        return np.stack(rows)
 
     def save_state(self) -> bytes:
         return pickle.dumps(list(self.tokens))

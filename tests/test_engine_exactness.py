@@ -75,6 +75,53 @@ def test_draft_model_and_combined_greedy_equal_plain(policy_name, seed):
         assert result.stats.drafted_tokens > 0
 
 
+@pytest.mark.parametrize("source_name", ["random", "repeated", "single_token"])
+@pytest.mark.parametrize("opening", [1, 4, 16, 100])
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_opening_copy_greedy_equals_plain(source_name, opening, seed):
+    """The prompt ends with an anchor that occurred before the source (as an edit prompt ends with the code
+    fence), so a copy of the source is verified within the prefill; the output must not change."""
+    source = sources()[source_name]
+    anchor = [31, 32, 33]
+    prompt = [1, 2, *anchor, *source, 9, *anchor]
+    backend = FakeBackend(seed=seed, source=source)
+    expected = plain(backend, prompt, 60)
+    result = generate(
+        backend,
+        prompt,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=AdaptiveDraftLength(VERIFY_COST),
+        max_tokens=60,
+        opening_draft=opening,
+    )
+    assert result.tokens == expected
+    s = result.stats
+    first = s.rounds[0]
+    assert first.opening and first.drafted == prompt[5:][: min(opening, 59)]  # the source, and on
+    assert s.prefill_output_tokens == first.accepted + 1
+    assert s.target_passes == len(s.rounds)  # the opening shares the prefill's pass
+    assert backend.tokens == (prompt + result.tokens)[: len(backend.tokens)]
+
+
+def test_opening_copy_saves_rounds_and_needs_an_anchor():
+    source = [int(t) for t in np.random.default_rng(1).permutation(np.arange(3, 30))]  # no repeats: one way to copy
+    anchored = [1, 2, 31, 32, 33, *source, 9, 31, 32, 33]
+    backend = FakeBackend(seed=0, source=anchored[2:-4], copy_bias=50.0)  # the target copies the source
+    options = dict(drafter=PromptLookupDrafter(), policy=FixedDraftLength(4), max_tokens=30)
+    without = generate(backend, anchored, GreedyAcceptance(), **options)
+    options["drafter"] = PromptLookupDrafter()
+    with_opening = generate(backend, anchored, GreedyAcceptance(), opening_draft=16, **options)
+    assert with_opening.tokens == without.tokens
+    assert with_opening.stats.prefill_output_tokens == 17
+    assert with_opening.stats.target_passes < without.stats.target_passes
+    # A one-token coincidence at the prompt's end is no anchor: nothing is drafted into the prefill.
+    unanchored = [1, 2, *source, 9, 33]
+    result = generate(backend, unanchored, GreedyAcceptance(), opening_draft=16, **options)
+    assert not any(r.opening for r in result.stats.rounds)
+    assert result.stats.prefill_output_tokens == 1
+
+
 def test_speculation_saves_passes_when_copying():
     source = list(np.random.default_rng(1).integers(1, 40, size=80))
     prompt = [1, 2, *source, 1, 2]
@@ -104,12 +151,12 @@ def test_statistics_add_up():
     )
     s = result.stats
     assert s.generated_tokens == len(result.tokens) == 50
-    assert s.target_passes == len(s.rounds) + 1
+    assert s.target_passes == len([r for r in s.rounds if not r.opening]) + 1
     assert s.drafted_tokens == sum(len(r.drafted) for r in s.rounds)
     assert s.accepted_tokens == sum(r.accepted for r in s.rounds)
     assert all(0 <= r.accepted <= len(r.drafted) for r in s.rounds)
     # Every round emits its accepted drafts plus the target's own token (the last may be cut by the cap).
-    assert sum(r.accepted + 1 for r in s.rounds) >= s.generated_tokens - 1
+    assert sum(r.accepted + 1 for r in s.rounds) >= s.generated_tokens - s.prefill_output_tokens
     for r in s.rounds:
         if r.origin == "lookup":
             copied = ([1, *source] + result.tokens)[r.copied_from : r.copied_from + len(r.drafted)]

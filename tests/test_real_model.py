@@ -32,7 +32,7 @@ EDITS = [
 def plain_margin_at(backend, prompt, output, i):
     """The top-2 logit margin of one-at-a-time decoding before output[i]."""
     backend.truncate(0)
-    logits = backend.prefill([*prompt, *output[:i]])
+    logits = backend.prefill([*prompt, *output[:i]])[-1]
     top2 = np.sort(logits)[-2:]
     return float(top2[1] - top2[0])
 
@@ -59,7 +59,7 @@ def test_speculative_greedy_agrees_with_plain_up_to_near_ties(backend, draft_len
 def test_rollback_restores_the_cache(backend):
     prompt = backend.tokenize("def add(a, b):\n    return a + b\n")
     backend.truncate(0)
-    first = backend.prefill(prompt)
+    first = backend.prefill(prompt)[-1]
     tok = int(np.argmax(first))
     after = backend.evaluate([tok])[0]
     backend.evaluate([5, 6, 7, 8])  # a rejected draft
@@ -76,9 +76,9 @@ def test_prefill_reuses_a_shared_prefix(backend):
     b = backend.tokenize("import os\nimport sys\n\ndef other():\n    print(2)\n")
     backend.truncate(0)
     backend.prefill(a)
-    reused = backend.prefill(b)
+    reused = backend.prefill(b)[-1]
     backend.truncate(0)
-    cold = backend.prefill(b)
+    cold = backend.prefill(b)[-1]
     np.testing.assert_allclose(reused, cold, atol=1e-3)
     assert int(np.argmax(reused)) == int(np.argmax(cold))
 

@@ -98,10 +98,12 @@ def test_a_broken_rule_is_caught(broken, runner):
     assert chi_square_p_value(runner(broken), expected_first(), 30000) < 1e-6
 
 
-def test_engine_sequences_follow_the_target():
-    """Three-token outputs of the whole speculative loop against the exact joint distribution."""
+@pytest.mark.parametrize("opening", [0, 2])
+def test_engine_sequences_follow_the_target(opening):
+    """Three-token outputs of the whole speculative loop against the exact joint distribution; with
+    `opening`, the prompt's tail [1, 2, 3] anchors a copy that is verified within the prefill."""
     vocab, source = 5, [1, 2, 3, 4, 1, 2, 4, 3]
-    prompt = [0, *source, 1]
+    prompt = [0, *source, 1, 2, 3] if opening else [0, *source, 1]
     backend = FakeBackend(vocab=vocab, seed=3, source=source, copy_bias=2.0)
     expected = {}
     for seq in itertools.product(range(vocab), repeat=3):
@@ -111,13 +113,21 @@ def test_engine_sequences_follow_the_target():
             history.append(tok)
         if prob > 0:
             expected[seq] = prob
-    n, counts, drafted = 20000, Counter(), 0
+    n, counts, drafted, openings = 20000, Counter(), 0, 0
     rule = SamplingAcceptance(TEMPERATURE, TOP_P, seed=5)
     for _ in range(n):
         result = generate(
-            backend, prompt, rule, drafter=PromptLookupDrafter(), policy=FixedDraftLength(2), max_tokens=3
+            backend,
+            prompt,
+            rule,
+            drafter=PromptLookupDrafter(),
+            policy=FixedDraftLength(2),
+            max_tokens=3,
+            opening_draft=opening,
         )
         counts[tuple(result.tokens)] += 1
         drafted += result.stats.drafted_tokens
+        openings += bool(result.stats.rounds and result.stats.rounds[0].opening)
     assert drafted > n  # the drafts really were verified, not skipped
+    assert openings == (n if opening else 0)
     assert chi_square_p_value(counts, expected, n) > 1e-3
