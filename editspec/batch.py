@@ -172,7 +172,8 @@ def rewrite_file(
             continue
         outcome.tokens += result.stats.generated_tokens
         outcome.decode_seconds += result.stats.decode_seconds
-        outcome.plain_estimate_seconds += max(result.stats.generated_tokens - result.stats.prefill_output_tokens, 0) * step_cost
+        decoded = result.stats.generated_tokens - result.stats.prefill_output_tokens
+        outcome.plain_estimate_seconds += max(decoded, 0) * step_cost
         problem = result.problem()
         if problem:
             outcome.failures.append((target.name, problem))

@@ -65,9 +65,8 @@ def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
     parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
     decode_rounds = [r for r in stats.rounds if not r.opening]
     gamma = sum(len(r.drafted) for r in decode_rounds) / len(decode_rounds) if decode_rounds else 0.0
-    figures = speedup_figures(
-        stats.generated_tokens - stats.prefill_output_tokens, stats.decode_seconds, stats.acceptance_rate, gamma, verify_seconds
-    )
+    decoded = stats.generated_tokens - stats.prefill_output_tokens
+    figures = speedup_figures(decoded, stats.decode_seconds, stats.acceptance_rate, gamma, verify_seconds)
     if figures:
         measured, predicted = figures
         parts.append(f"speed-up {measured:.2f}x over plain (formula predicts {predicted:.2f}x at γ≈{gamma:.1f})")
