@@ -249,6 +249,7 @@ class RewriteResult:
                     "origin": r.origin,
                     "copied_from": r.copied_from,
                     "seconds": round(r.seconds, 5),
+                    "opening": r.opening,
                 }
                 for r in self.stats.rounds
             ],
