@@ -63,7 +63,7 @@ class DecodeArgs:
     temperature: float
     top_p: float
     seed: int | None
-    max_tokens: int
+    max_tokens: int | None
     no_speculation: bool
     context_tokens: int
     prefix_cache_mb: int
@@ -94,7 +94,12 @@ def decode_options(f):
             ),
             click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True),
             click.option("--seed", type=int, default=None, help="random seed for sampling"),
-            click.option("--max-tokens", type=click.IntRange(1), default=1024, show_default=True),
+            click.option(
+                "--max-tokens",
+                type=click.IntRange(1),
+                default=None,
+                help="longest answer  [default: 4x the function's tokens + 256]",
+            ),
             click.option("--no-speculation", is_flag=True, help="plain decoding with the same prompt (to compare)"),
             click.option(
                 "--context-tokens",
@@ -392,15 +397,17 @@ def print_latency(result: dict) -> None:
     s = result["summary"]
     table = Table(title=f"The wait, {len(result['cases'])} CanItEdit cases (medians, seconds)")
     table.add_column("request", no_wrap=True)
-    for col in ("model load", "first token", "first line", "done"):
+    for col in ("prompt read", "model load", "first token", "first line", "done"):
         table.add_column(col, justify="right")
     for kind, label in (
         ("cold", "editspec cold"),
-        ("warm", "editspec warm (same file)"),
+        ("warm", "editspec warm: next function"),
+        ("retry", "editspec warm: new instruction"),
         ("llama_cpp_whole_file", "llama-cpp-python, whole file"),
     ):
         table.add_row(
             label,
+            f"{s[f'{kind}_read_prompt_tokens']:.0f}",
             *(
                 f"{s[f'{kind}_{f}']:.2f}"
                 for f in ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds")
@@ -408,7 +415,8 @@ def print_latency(result: dict) -> None:
         )
     Console().print(table)
     Console().print(
-        f"warm reads {s['warm_read_over_cold_read']:.0%} of the prompt tokens a cold request reads · cold done in "
+        f"warm reads {s['warm_read_over_cold_read']:.0%} (next function) and {s['retry_read_over_cold_read']:.0%} "
+        "(new instruction) of the prompt tokens a cold request reads · cold done in "
         f"{s['cold_done_over_llama_cpp_done']:.2f}x the time of llama-cpp-python with the whole file · first edit "
         f"at {s['first_edit_over_prefill_plus_round']:.2f}x (cold prefill + one round)"
     )

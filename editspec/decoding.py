@@ -12,6 +12,8 @@ from .engine import Generation, StopCondition, TokenCallback, generate
 from .models import ModelError
 from .policy import AdaptiveDraftLength, FixedDraftLength
 
+DEFAULT_MAX_TOKENS = 1024
+
 
 @dataclass
 class DecodeOptions:
@@ -19,7 +21,7 @@ class DecodeOptions:
     temperature: float = 0.0  # 0 = greedy
     top_p: float = 1.0
     seed: int | None = None
-    max_tokens: int = 1024
+    max_tokens: int | None = None  # None: the caller's budget (a rewrite: relative to the code), else 1024
     max_draft: int = 32
     opening_draft: int = 16  # tokens of the opening copy verified within the prefill (0: none)
     draft_length: int | None = None  # a fixed draft length instead of the adaptive one
@@ -80,7 +82,7 @@ class Decoder:
     ) -> Generation:
         acceptance, drafter, policy = self._parts()
         room = self.backend.n_ctx - len(prompt)
-        wanted = self.options.max_tokens if max_tokens is None else max_tokens
+        wanted = next(n for n in (max_tokens, self.options.max_tokens, DEFAULT_MAX_TOKENS) if n is not None)
         if room <= 1:
             raise ValueError(f"the prompt ({len(prompt)} tokens) fills the model's context ({self.backend.n_ctx})")
         return generate(

@@ -1,10 +1,12 @@
 """`editspec bench --latency`: the wait a user feels, cold and warm, beside plain llama-cpp-python.
 
 Per CanItEdit case: a cold rewrite (model loaded fresh, nothing cached) of the function the reference edit
-changes most, then a warm one (a second rewrite in the same file, with the kept prompt prefix), then what a
-user of plain llama-cpp-python would do: `create_chat_completion` with the whole file and the instruction.
-For each: model load, prompt tokens (and how many were read, not reused), prefill, time to first token, time
-to the first complete line (when the language server sends its first edit), decode, and total.
+changes most; two warm ones with the kept prompt prefix: the next function of the file with the same
+instruction ("warm", as batch mode and several `--function`s do; the same function again when the file has
+one), and a retry of the first function with the short ("lazy") instruction ("retry"); then what a user of
+plain llama-cpp-python would do: `create_chat_completion` with the whole file and the instruction. For each:
+model load, prompt tokens (and how many were read, not reused), prefill, time to first token, time to the
+first complete line (when the language server sends its first edit), decode, and total.
 """
 
 from __future__ import annotations
@@ -14,14 +16,13 @@ import json
 import statistics
 import time
 from collections.abc import Callable
-from pathlib import Path
 
 from .backend import LlamaBackend
 from .batch import select_functions
 from .bench import _llama_cpp_model_params_patched, find_data
 from .decoding import DecodeOptions, Decoder
 from .locate import Definition, definitions, language_for
-from .prompts import SYSTEM_PROMPT
+from .prompts import SYSTEM_PROMPT, render_chat
 from .rewrite import Rewriter, RewriteResult, SourceFile
 
 
@@ -65,26 +66,27 @@ def timed_rewrite(
         "first_line_seconds": round(first_line[0], 3) if first_line else round(total, 3),
         "decode_seconds": round(s.decode_seconds, 3),
         "generated_tokens": s.generated_tokens,
+        "decode_rounds": s.target_passes - 1,
         "total_seconds": round(total, 3),
         "done_seconds": round(load_seconds + total, 3),
     }
 
 
-def plain_llama_cpp(model: Path, threads: int, before: str, instruction: str, max_tokens: int) -> dict:
+def plain_llama_cpp(backend: LlamaBackend, before: str, instruction: str, max_tokens: int) -> dict:
     """A plain llama-cpp-python user: the whole file and the instruction, create_chat_completion, streamed."""
     from llama_cpp import Llama
 
     t0 = time.perf_counter()
+    threads = backend.n_threads
     with _llama_cpp_model_params_patched():
-        llm = Llama(str(model), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+        llm = Llama(str(backend.path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
     load = time.perf_counter() - t0
     messages = [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": f"{instruction}\n\n```python\n{before}```"},
     ]
-    prompt_tokens = (
-        len(llm.tokenize(llm.apply_chat_template(messages).encode())) if hasattr(llm, "apply_chat_template") else None
-    )
+    # llama-cpp-python renders the GGUF's own chat template, as editspec does.
+    prompt_tokens = len(backend.tokenize(render_chat(backend.chat_template(), messages)))
     t1 = time.perf_counter()
     first_token = first_line = None
     text, n = "", 0
@@ -137,9 +139,9 @@ def run_latency(
         second = targets[1] if len(targets) > 1 else targets[0]
         instruction = row["instruction_lazy"] if second is targets[0] else row["instruction_descriptive"]
         warm = timed_rewrite(rewriter, source, second, instruction, 0.0)
+        retry = timed_rewrite(rewriter, source, targets[0], row["instruction_lazy"], 0.0)
         plain = plain_llama_cpp(
-            backend.path,
-            backend.n_threads,
+            backend,
             row["before"],
             row["instruction_descriptive"],
             max_tokens=min(1024, len(backend.tokenize(row["before"])) * 3 // 2 + 64),
@@ -151,14 +153,17 @@ def run_latency(
                 "case": f"{row['id']}-{row['name']}",
                 "cold": cold,
                 "warm": warm,
+                "retry": retry,
                 "llama_cpp_whole_file": plain,
-                "round_seconds": round(cold["decode_seconds"] / max(cold["generated_tokens"] - 1, 1), 4),
+                # One decoding round (a target pass) of the cold request, on average.
+                "round_seconds": round(cold["decode_seconds"] / max(cold["decode_rounds"], 1), 4),
             }
         )
         progress(
             f"    cold {cold['total_seconds']}s (prefill {cold['prefill_seconds']}s, {cold['read_prompt_tokens']} "
             f"tokens) · warm {warm['total_seconds']}s (read {warm['read_prompt_tokens']} of "
-            f"{warm['prompt_tokens']}) · llama-cpp whole file {plain['total_seconds']}s"
+            f"{warm['prompt_tokens']}) · retry read {retry['read_prompt_tokens']} · llama-cpp whole file "
+            f"{plain['total_seconds']}s"
         )
 
     def med(values):
@@ -169,6 +174,9 @@ def run_latency(
         "warm_read_over_cold_read": med(
             c["warm"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
         ),
+        "retry_read_over_cold_read": med(
+            c["retry"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
+        ),
         "cold_done_over_llama_cpp_done": med(
             c["cold"]["total_seconds"] / c["llama_cpp_whole_file"]["total_seconds"] for c in cases
         ),
@@ -176,9 +184,11 @@ def run_latency(
             c["cold"]["first_line_seconds"] / (c["cold"]["prefill_seconds"] + c["round_seconds"]) for c in cases
         ),
     }
-    for kind in ("cold", "warm", "llama_cpp_whole_file"):
+    for kind in ("cold", "warm", "retry", "llama_cpp_whole_file"):
         for field in ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds"):
             summary[f"{kind}_{field}"] = med(c[kind][field] for c in cases)
-    summary["cold_prefill_seconds"] = med(c["cold"]["prefill_seconds"] for c in cases)
-    summary["warm_prefill_seconds"] = med(c["warm"]["prefill_seconds"] for c in cases)
+    for kind in ("cold", "warm", "retry"):
+        summary[f"{kind}_prefill_seconds"] = med(c[kind]["prefill_seconds"] for c in cases)
+        summary[f"{kind}_read_prompt_tokens"] = med(c[kind]["read_prompt_tokens"] for c in cases)
+    summary["llama_cpp_whole_file_read_prompt_tokens"] = med(c["llama_cpp_whole_file"]["prompt_tokens"] for c in cases)
     return {"cases": cases, "summary": summary}

@@ -204,6 +204,11 @@ class RewriteResult:
 
     def problem(self) -> str | None:
         """Why this rewrite should not be written without --force, or None."""
+        if self.stats.stop_reason == "max_tokens":
+            return (
+                f"the answer was cut off after {self.stats.generated_tokens} tokens, before the model finished "
+                "(the model may be repeating itself; --max-tokens allows a longer answer)"
+            )
         if self.errors:
             line, col = self.errors[0]
             return f"the rewritten file does not parse (line {line}, column {col})"
@@ -347,7 +352,8 @@ class Rewriter:
             text = prompts.code_before_fence(self.backend.detokenize(out))
             return bool(on_progress(Progress(text, len(out), **counts)))
 
-        generation = self.decoder.decode(prompt, stop=stop, on_tokens=on_tokens)
+        budget = answer_budget(len(self.backend.tokenize(region)), self.decoder.options.max_tokens)
+        generation = self.decoder.decode(prompt, stop=stop, on_tokens=on_tokens, max_tokens=budget)
         if generation.stats.stop_reason == "cancelled":
             raise RewriteCancelled("the rewrite was cancelled")
         answer = prompts.code_before_fence(self.backend.detokenize(generation.tokens))
@@ -384,6 +390,15 @@ class Rewriter:
 
 class RewriteCancelled(RewriteError):
     pass
+
+
+# An answer longer than this many times the code (plus some room) is almost always the model repeating itself.
+ANSWER_GROWTH, ANSWER_ROOM = 4, 256
+
+
+def answer_budget(code_tokens: int, max_tokens: int | None) -> int:
+    """The user's --max-tokens if given; else room for the code to grow fourfold and then some."""
+    return max_tokens if max_tokens is not None else ANSWER_GROWTH * code_tokens + ANSWER_ROOM
 
 
 def _pieces(backend, tokens: list[int], origins: list[str]) -> list[Piece]:

@@ -13,7 +13,7 @@ class Settings:
     draft_model: str | None = None
     threads: int | None = None
     temperature: float = 0.0
-    max_tokens: int = 1024
+    max_tokens: int | None = None  # None: 4x the function's tokens + 256
     context_tokens: int = 256
     streaming: str = "edits"  # "edits": stream into the document; "final": one edit at the end
     edit_interval_ms: int = 100  # at most one streamed edit per this many milliseconds
@@ -56,7 +56,7 @@ def _check(name: str, value):
         "draft_model": (str, type(None)),
         "threads": (int, type(None)),
         "temperature": (int, float),
-        "max_tokens": int,
+        "max_tokens": (int, type(None)),
         "context_tokens": int,
         "streaming": str,
         "edit_interval_ms": int,

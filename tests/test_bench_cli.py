@@ -61,3 +61,32 @@ def test_bench_without_data_says_where_to_look(tmp_path):
     result = CliRunner().invoke(main, ["bench", "--data", str(tmp_path / "none.jsonl")])
     assert result.exit_code == EXIT_INPUT
     assert "--data" in result.output
+
+
+def test_latency_reports_cold_warm_and_plain(tmp_path):
+    case = {
+        **CASE,
+        "after": CASE["before"].replace("def add(a, b):", "def add(a: int, b: int) -> int:"),
+        "instruction_lazy": "Type hints.",
+    }
+    data = tmp_path / "cases.jsonl"
+    data.write_text(json.dumps(case) + "\n")
+    out = tmp_path / "latency.json"
+    result = CliRunner().invoke(main, ["bench", "--latency", "--data", str(data), "--limit", "1", "--json", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    (c,) = report["cases"]
+    cold, warm, retry, plain = c["cold"], c["warm"], c["retry"], c["llama_cpp_whole_file"]
+    assert cold["function"] == retry["function"] == "add" and warm["function"] == "sub"
+    # The warm requests reuse the kept prefix: the next function re-reads little more than itself.
+    assert cold["read_prompt_tokens"] == cold["prompt_tokens"] > 0
+    assert 0 < warm["read_prompt_tokens"] < cold["read_prompt_tokens"] // 2
+    assert 0 < retry["read_prompt_tokens"] < cold["read_prompt_tokens"]
+    for r in (cold, warm, retry):
+        assert r["prefill_seconds"] <= r["first_line_seconds"] <= r["total_seconds"]
+    assert warm["load_seconds"] == 0 and cold["load_seconds"] > 0
+    assert plain["prompt_tokens"] > 0 and plain["total_seconds"] > 0
+    assert {"warm_read_over_cold_read", "cold_done_over_llama_cpp_done", "first_edit_over_prefill_plus_round"} <= set(
+        report["summary"]
+    )
+    assert "next function" in result.output

@@ -57,7 +57,7 @@ export function readSettings(): EditSpecSettings {
     draftModel: c.get<string>("draftModel", ""),
     threads: c.get<number | null>("threads", null),
     temperature: c.get<number>("temperature", 0),
-    maxTokens: c.get<number>("maxTokens", 1024),
+    maxTokens: c.get<number | null>("maxTokens", null),
     streaming: c.get<"edits" | "final">("streaming", "edits"),
     presets: c.get<string[]>("presets", []),
   };

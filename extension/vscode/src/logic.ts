@@ -7,7 +7,7 @@ export interface EditSpecSettings {
   draftModel: string;
   threads: number | null;
   temperature: number;
-  maxTokens: number;
+  maxTokens: number | null;
   streaming: "edits" | "final";
   presets: string[];
 }
@@ -32,10 +32,10 @@ export function serverCommand(s: Pick<EditSpecSettings, "serverCommand" | "pytho
 export function initializationOptions(s: EditSpecSettings): Record<string, unknown> {
   const options: Record<string, unknown> = {
     temperature: s.temperature,
-    maxTokens: s.maxTokens,
     streaming: s.streaming,
     presets: s.presets,
   };
+  if (s.maxTokens) options.maxTokens = s.maxTokens;
   if (s.model) options.model = s.model;
   if (s.draftModel) options.draftModel = s.draftModel;
   if (s.threads) options.threads = s.threads;

@@ -3,7 +3,7 @@ const assert = require("node:assert/strict");
 const logic = require("../out/logic.js");
 
 const base = { serverCommand: [], python: "", model: "", draftModel: "", threads: null, temperature: 0,
-  maxTokens: 1024, streaming: "edits", presets: ["Add type hints"] };
+  maxTokens: null, streaming: "edits", presets: ["Add type hints"] };
 
 test("server command: explicit, then python -m lsp, then editspec-lsp on PATH", () => {
   assert.deepEqual(logic.serverCommand(base), { command: "editspec-lsp", args: [] });
@@ -15,7 +15,8 @@ test("server command: explicit, then python -m lsp, then editspec-lsp on PATH", 
 
 test("initialization options leave empty settings to the server", () => {
   assert.deepEqual(logic.initializationOptions(base),
-    { temperature: 0, maxTokens: 1024, streaming: "edits", presets: ["Add type hints"] });
+    { temperature: 0, streaming: "edits", presets: ["Add type hints"] });
+  assert.equal(logic.initializationOptions({ ...base, maxTokens: 300 }).maxTokens, 300);
   const o = logic.initializationOptions({ ...base, model: "/m.gguf", draftModel: "/d.gguf", threads: 2 });
   assert.equal(o.model, "/m.gguf");
   assert.equal(o.draftModel, "/d.gguf");
