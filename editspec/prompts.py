@@ -1,10 +1,10 @@
 """Edit prompts in the model's own chat template, and the stop at the closing code fence.
 
 Layout: what repeats between requests comes first (the system prompt, then the file context, the same for
-every function of a file, then the instruction) and the function comes last, so a kept KV-cache prefix
-serves the next request. A batch, several `--function`s, or the next function of a file given the same
-instruction re-read only the function; a new instruction re-reads the instruction and the function.
-The assistant's turn is opened with a code fence: a tiny model then writes code, not an explanation.
+every function of a file), what changes comes last (the function, then the instruction), so a kept KV-cache
+prefix serves the next request: another function of the file re-reads the function and the instruction, the
+same function with another instruction only the instruction. The
+assistant's turn is opened with a code fence: a tiny model then writes code, not an explanation.
 """
 
 from __future__ import annotations
@@ -33,9 +33,9 @@ def edit_messages(
     parts = []
     if context:
         parts.append(f"Context from the same file:\n{FENCE}{language}\n{context.rstrip()}\n{FENCE}\n")
-    parts.append(f"Instruction: {instruction.strip()}\n")
     inside = f" (it is inside `{scope.strip()}`)" if scope.strip() else ""
     parts.append(f"Code to edit{inside}:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
+    parts.append(f"Instruction: {instruction.strip()}")
     parts.append("Write the complete edited code.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
 

@@ -11,7 +11,7 @@ const CODE = ["def describe(values):", "    count = len(values)", "    biggest =
   "    return text", ""].join("\n");
 const URI = "file:///w/example.py";
 // Changes several lines in turn with the bundled model, so the rewrite streams several edits.
-const INSTRUCTION = process.env.EDITSPEC_INSTRUCTION || "Rename the function describe to summarize and the variable text to summary.";
+const INSTRUCTION = process.env.EDITSPEC_INSTRUCTION || "Rename the function describe to summarize.";
 
 function offset(text, pos) {
   const lines = text.split("\n");
