@@ -395,30 +395,33 @@ def bench(model, draft_model, threads, data, limit, methods, repeat, json_path, 
 
 def print_latency(result: dict) -> None:
     s = result["summary"]
+
+    def fmt(value, spec: str) -> str:
+        return "-" if value is None else format(value, spec)
+
     table = Table(title=f"The wait, {len(result['cases'])} CanItEdit cases (medians, seconds)")
     table.add_column("request", no_wrap=True)
     for col in ("prompt read", "model load", "first token", "first line", "done"):
         table.add_column(col, justify="right")
     for kind, label in (
         ("cold", "editspec cold"),
-        ("warm", "editspec warm: next function"),
+        ("warm", f"editspec warm: next function ({s['warm_cases']})"),
         ("retry", "editspec warm: new instruction"),
+        ("editor", "editspec cold, read ahead"),
         ("llama_cpp_whole_file", "llama-cpp-python, whole file"),
     ):
-        table.add_row(
-            label,
-            f"{s[f'{kind}_read_prompt_tokens']:.0f}",
-            *(
-                f"{s[f'{kind}_{f}']:.2f}"
-                for f in ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds")
-            ),
-        )
+        fields = ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds")
+        cells = [fmt(s[f"{kind}_read_prompt_tokens"], ".0f"), *(fmt(s[f"{kind}_{f}"], ".2f") for f in fields)]
+        table.add_row(label, *cells)
     Console().print(table)
     Console().print(
-        f"warm reads {s['warm_read_over_cold_read']:.0%} (next function) and {s['retry_read_over_cold_read']:.0%} "
-        "(new instruction) of the prompt tokens a cold request reads · cold done in "
-        f"{s['cold_done_over_llama_cpp_done']:.2f}x the time of llama-cpp-python with the whole file · first edit "
-        f"at {s['first_edit_over_prefill_plus_round']:.2f}x (cold prefill + one round)"
+        f"warm reads {fmt(s['warm_read_over_cold_read'], '.0%')} (next function), "
+        f"{fmt(s['retry_read_over_cold_read'], '.0%')} (new instruction), "
+        f"{fmt(s['editor_read_over_cold_read'], '.0%')} (read ahead) of the prompt tokens a cold request reads · "
+        "cold done in "
+        f"{fmt(s['cold_done_over_llama_cpp_done'], '.2f')}x the time of llama-cpp-python with the whole file · "
+        f"first edit at {fmt(s['first_edit_over_prefill_plus_round'], '.2f')}x (cold prefill + one round), "
+        f"{fmt(s['editor_first_edit_over_cold_first_edit'], '.2f')}x the cold one when read ahead"
     )
 
 

@@ -2,8 +2,9 @@
 
 Per CanItEdit case: a cold rewrite (model loaded fresh, nothing cached) of the function the reference edit
 changes most; two warm ones with the kept prompt prefix: the next function of the file with the same
-instruction ("warm", as batch mode and several `--function`s do; the same function again when the file has
-one), and a retry of the first function with the short ("lazy") instruction ("retry"); then what a user of
+instruction ("warm", as batch mode and several `--function`s do; only when the file has two), and a retry of
+the first function with the short ("lazy") instruction ("retry"); the language server's first rewrite in
+the file, with the prompt's shared prefix read ahead at the code action ("editor"); then what a user of
 plain llama-cpp-python would do: `create_chat_completion` with the whole file and the instruction. For each:
 model load, prompt tokens (and how many were read, not reused), prefill, time to first token, time to the
 first complete line (when the language server sends its first edit), decode, and total.
@@ -72,6 +73,23 @@ def timed_rewrite(
     }
 
 
+def editor_rewrite(rewriter: Rewriter, source: SourceFile, target: Definition, instruction: str) -> dict:
+    """The language server's first rewrite in a file: nothing kept, but the prompt's shared prefix was read
+    ahead when the editor asked for code actions, while the user typed the instruction."""
+    backend = rewriter.backend
+    if backend.prefix_cache is not None:
+        backend.prefix_cache.entries.clear()
+    backend.truncate(0)
+    t0 = time.perf_counter()
+    read = rewriter.read_ahead(source, language_for("case.py"), target)
+    ahead = time.perf_counter() - t0
+    return {
+        **timed_rewrite(rewriter, source, target, instruction, 0.0),
+        "read_ahead_tokens": read,
+        "read_ahead_seconds": round(ahead, 3),
+    }
+
+
 def plain_llama_cpp(backend: LlamaBackend, before: str, instruction: str, max_tokens: int) -> dict:
     """A plain llama-cpp-python user: the whole file and the instruction, create_chat_completion, streamed."""
     from llama_cpp import Llama
@@ -136,10 +154,11 @@ def run_latency(
         load = time.perf_counter() - t0
         rewriter = Rewriter(Decoder(backend, DecodeOptions(max_tokens=768)))
         cold = timed_rewrite(rewriter, source, targets[0], row["instruction_descriptive"], load)
-        second = targets[1] if len(targets) > 1 else targets[0]
-        instruction = row["instruction_lazy"] if second is targets[0] else row["instruction_descriptive"]
-        warm = timed_rewrite(rewriter, source, second, instruction, 0.0)
+        warm = None
+        if len(targets) > 1:
+            warm = timed_rewrite(rewriter, source, targets[1], row["instruction_descriptive"], 0.0)
         retry = timed_rewrite(rewriter, source, targets[0], row["instruction_lazy"], 0.0)
+        editor = editor_rewrite(rewriter, source, targets[0], row["instruction_descriptive"])
         plain = plain_llama_cpp(
             backend,
             row["before"],
@@ -154,6 +173,7 @@ def run_latency(
                 "cold": cold,
                 "warm": warm,
                 "retry": retry,
+                "editor": editor,
                 "llama_cpp_whole_file": plain,
                 # One decoding round (a target pass) of the cold request, on average.
                 "round_seconds": round(cold["decode_seconds"] / max(cold["decode_rounds"], 1), 4),
@@ -161,21 +181,28 @@ def run_latency(
         )
         progress(
             f"    cold {cold['total_seconds']}s (prefill {cold['prefill_seconds']}s, {cold['read_prompt_tokens']} "
-            f"tokens) · warm {warm['total_seconds']}s (read {warm['read_prompt_tokens']} of "
-            f"{warm['prompt_tokens']}) · retry read {retry['read_prompt_tokens']} · llama-cpp whole file "
+            f"tokens) · next function read {warm['read_prompt_tokens'] if warm else '-'} · retry read "
+            f"{retry['read_prompt_tokens']} · editor read "
+            f"{editor['read_prompt_tokens']} after {editor['read_ahead_tokens']} ahead · llama-cpp whole file "
             f"{plain['total_seconds']}s"
         )
 
     def med(values):
-        values = list(values)
+        values = [v for v in values if v is not None]
         return round(statistics.median(values), 3) if values else None
 
     summary = {
         "warm_read_over_cold_read": med(
-            c["warm"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
+            c["warm"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases if c["warm"]
         ),
         "retry_read_over_cold_read": med(
             c["retry"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
+        ),
+        "editor_read_over_cold_read": med(
+            c["editor"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
+        ),
+        "editor_first_edit_over_cold_first_edit": med(
+            c["editor"]["first_line_seconds"] / c["cold"]["first_line_seconds"] for c in cases
         ),
         "cold_done_over_llama_cpp_done": med(
             c["cold"]["total_seconds"] / c["llama_cpp_whole_file"]["total_seconds"] for c in cases
@@ -184,11 +211,12 @@ def run_latency(
             c["cold"]["first_line_seconds"] / (c["cold"]["prefill_seconds"] + c["round_seconds"]) for c in cases
         ),
     }
-    for kind in ("cold", "warm", "retry", "llama_cpp_whole_file"):
+    for kind in ("cold", "warm", "retry", "editor", "llama_cpp_whole_file"):
         for field in ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds"):
-            summary[f"{kind}_{field}"] = med(c[kind][field] for c in cases)
-    for kind in ("cold", "warm", "retry"):
-        summary[f"{kind}_prefill_seconds"] = med(c[kind]["prefill_seconds"] for c in cases)
-        summary[f"{kind}_read_prompt_tokens"] = med(c[kind]["read_prompt_tokens"] for c in cases)
+            summary[f"{kind}_{field}"] = med(c[kind][field] for c in cases if c[kind])
+    for kind in ("cold", "warm", "retry", "editor"):
+        summary[f"{kind}_prefill_seconds"] = med(c[kind]["prefill_seconds"] for c in cases if c[kind])
+        summary[f"{kind}_read_prompt_tokens"] = med(c[kind]["read_prompt_tokens"] for c in cases if c[kind])
+    summary["warm_cases"] = sum(1 for c in cases if c["warm"])
     summary["llama_cpp_whole_file_read_prompt_tokens"] = med(c["llama_cpp_whole_file"]["prompt_tokens"] for c in cases)
     return {"cases": cases, "summary": summary}

@@ -3,8 +3,9 @@
 Layout: what repeats between requests comes first (the system prompt, then the file context, the same for
 every function of a file), what changes comes last (the function, then the instruction), so a kept KV-cache
 prefix serves the next request: another function of the file re-reads the function and the instruction, the
-same function with another instruction only the instruction. The
-assistant's turn is opened with a code fence: a tiny model then writes code, not an explanation.
+same function with another instruction only the instruction. The function comes before the instruction
+because an editor knows it first: everything but the instruction is read ahead while the user types it.
+The assistant's turn is opened with a code fence: a tiny model then writes code, not an explanation.
 """
 
 from __future__ import annotations

@@ -29,6 +29,7 @@ from .locate import (
     reparse_after_replace,
     syntax_errors,
 )
+from .prefix_cache import common_prefix
 from .trace import build_trace
 
 
@@ -318,6 +319,22 @@ class Rewriter:
             self.backend, dedent(region, indent), instruction, spec.fence or spec.name, "\n".join(context), scope
         )
         return self.backend.tokenize(text), region, indent, len(context)
+
+    def shared_prefix(self, source: SourceFile, spec: LanguageSpec, target: Definition) -> list[int]:
+        """The prompt tokens that every instruction for this definition shares: what can be read while the user
+        is still typing the instruction."""
+        a = self.prompt_tokens(source, spec, target, "a")[0]
+        b = self.prompt_tokens(source, spec, target, "b")[0]
+        return a[: common_prefix(a, b, len(a))]
+
+    def read_ahead(self, source: SourceFile, spec: LanguageSpec, target: Definition) -> int:
+        """Read the shared prefix now, so that the rewrite reads only the instruction; return how many tokens
+        were read (0 when they were already kept)."""
+        tokens = self.shared_prefix(source, spec, target)
+        if len(tokens) < 2:
+            return 0
+        self.backend.prefill(tokens)
+        return len(tokens) - self.backend.last_reused
 
     def rewrite(
         self,

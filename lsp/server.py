@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import concurrent.futures
+import contextlib
 import logging
 import threading
 import uuid
@@ -56,6 +57,8 @@ class EditSpecServer(LanguageServer):
         # Not pygls's thread pool: its stdio reader runs there, and must not wait behind a model load.
         self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editspec-load")
         self.model_busy = asyncio.Lock()  # one model, one context: rewrites in different documents queue
+        self._read_ahead_key: tuple | None = None
+        self._read_ahead_task: asyncio.Task | None = None
 
     def decoder(self) -> concurrent.futures.Future[Decoder]:
         """The shared model, loading in the background (once per settings that affect it)."""
@@ -65,10 +68,45 @@ class EditSpecServer(LanguageServer):
                 s = self.settings
                 options = DecodeOptions(temperature=s.temperature, max_tokens=s.max_tokens)
                 self._model = self._loader.submit(
-                    open_decoder, s.model, s.draft_model, threads=s.threads, options=options
+                    open_decoder,
+                    s.model,
+                    s.draft_model,
+                    threads=s.threads,
+                    options=options,
+                    prefix_cache_mb=s.prefix_cache_mb,
                 )
                 self._model_key = key
             return self._model
+
+    def read_ahead(self, uri: str, version, source: SourceFile, spec, target) -> None:
+        """While the user types an instruction, read the part of the prompt that does not depend on it (system
+        prompt, file context, the function), so the rewrite reads little more than the instruction. Only when
+        the model is loaded and idle, once per function and document version; never in a rewrite's way."""
+        key = (uri, version, target.start, target.end)
+        model = self._model
+        if (
+            not self.settings.read_ahead
+            or key == self._read_ahead_key
+            or model is None
+            or not model.done()
+            or model.exception() is not None
+            or self.model_busy.locked()
+            or self.jobs
+        ):
+            return
+        self._read_ahead_key = key
+        rewriter = Rewriter(model.result(), self.settings.context_tokens)
+
+        async def run():
+            async with self.model_busy:
+                loop = asyncio.get_running_loop()
+                try:
+                    read = await loop.run_in_executor(None, rewriter.read_ahead, source, spec, target)
+                    log.info("read ahead %d prompt tokens for %s", read, target.name)
+                except Exception as e:  # only a head start: the rewrite itself will say what is wrong
+                    log.warning("reading ahead for %s failed: %s", target.name, e)
+
+        self._read_ahead_task = asyncio.ensure_future(run())
 
     def show(self, message: str, kind=types.MessageType.Error) -> None:
         self.window_show_message(types.ShowMessageParams(type=kind, message=f"editspec: {message}"))
@@ -133,6 +171,8 @@ def code_action(ls: EditSpecServer, params: types.CodeActionParams) -> list[type
         target = find_at(definitions(text.encode("utf-8"), spec), len(text[:offset].encode("utf-8")))
     except LocateError:
         return None
+    with contextlib.suppress(RewriteError):
+        ls.read_ahead(doc.uri, doc.version, SourceFile.from_bytes(text.encode("utf-8")), spec, target)
     where = {"uri": doc.uri, "position": {"line": params.range.start.line, "character": params.range.start.character}}
     actions = [
         types.CodeAction(

@@ -20,6 +20,7 @@ class Settings:
     presets: list[str] = field(default_factory=lambda: list(DEFAULT_PRESETS))
     preload: bool = True  # load the model in the background right after initialize
     prefix_cache_mb: int = 256  # memory for kept prompt prefixes (KV states), least recently used evicted
+    read_ahead: bool = True  # on a code action, read the function's prompt prefix while the user types
 
     @property
     def model_key(self) -> tuple:
@@ -62,17 +63,19 @@ def _check(name: str, value):
         "edit_interval_ms": int,
         "presets": list,
         "preload": bool,
+        "prefix_cache_mb": int,
+        "read_ahead": bool,
     }[name]
-    if isinstance(value, bool) and name != "preload" or not isinstance(value, expect):
+    if isinstance(value, bool) and name not in ("preload", "read_ahead") or not isinstance(value, expect):
         raise ValueError(f"setting {name!r} has a value of the wrong type: {value!r}")
     if name == "streaming" and value not in ("edits", "final"):
         raise ValueError("setting 'streaming' must be 'edits' or 'final'")
     if name == "presets" and not all(isinstance(p, str) and p.strip() for p in value):
         raise ValueError("setting 'presets' must be a list of instructions")
     if (
-        name in ("max_tokens", "threads", "edit_interval_ms")
+        name in ("max_tokens", "threads", "edit_interval_ms", "prefix_cache_mb")
         and value is not None
-        and value < (0 if name == "edit_interval_ms" else 1)
+        and value < (0 if name in ("edit_interval_ms", "prefix_cache_mb") else 1)
     ):
         raise ValueError(f"setting {name!r} must be positive")
     if name == "temperature" and value < 0:

@@ -76,13 +76,17 @@ def test_latency_reports_cold_warm_and_plain(tmp_path):
     assert result.exit_code == 0, result.output
     report = json.loads(out.read_text())
     (c,) = report["cases"]
-    cold, warm, retry, plain = c["cold"], c["warm"], c["retry"], c["llama_cpp_whole_file"]
+    cold, warm, retry, editor = c["cold"], c["warm"], c["retry"], c["editor"]
+    plain = c["llama_cpp_whole_file"]
     assert cold["function"] == retry["function"] == "add" and warm["function"] == "sub"
     # The warm requests reuse the kept prefix: the next function re-reads little more than itself.
     assert cold["read_prompt_tokens"] == cold["prompt_tokens"] > 0
     assert 0 < warm["read_prompt_tokens"] < cold["read_prompt_tokens"] // 2
-    assert 0 < retry["read_prompt_tokens"] < cold["read_prompt_tokens"]
-    for r in (cold, warm, retry):
+    assert 0 < retry["read_prompt_tokens"] < cold["read_prompt_tokens"] // 2  # the new instruction, and on
+    # Read ahead at the code action: the rewrite reads the instruction and the prompt's last few tokens.
+    assert editor["read_ahead_tokens"] + editor["read_prompt_tokens"] == editor["prompt_tokens"]
+    assert editor["read_prompt_tokens"] < cold["read_prompt_tokens"] // 3
+    for r in (cold, warm, retry, editor):
         assert r["prefill_seconds"] <= r["first_line_seconds"] <= r["total_seconds"]
     assert warm["load_seconds"] == 0 and cold["load_seconds"] > 0
     assert plain["prompt_tokens"] > 0 and plain["total_seconds"] > 0

@@ -153,7 +153,7 @@ def cli_result():
     return result
 
 
-async def test_the_model_loads_in_the_background_with_progress(client):
+async def model_ready(client):
     for _ in range(400):
         ends = [
             r
@@ -162,8 +162,12 @@ async def test_the_model_loads_in_the_background_with_progress(client):
             if isinstance(r, types.WorkDoneProgressEnd)
         ]
         if ends:
-            break
+            return
         await asyncio.sleep(0.05)
+
+
+async def test_the_model_loads_in_the_background_with_progress(client):
+    await model_ready(client)
     loads = [
         reports
         for reports in client.progress_reports.values()
@@ -171,6 +175,17 @@ async def test_the_model_loads_in_the_background_with_progress(client):
     ]
     assert loads and isinstance(loads[0][-1], types.WorkDoneProgressEnd)
     assert loads[0][-1].message.startswith("ready: SmolLM2-135M-Instruct")
+
+
+async def test_a_code_action_reads_the_prompt_ahead(client, cli_result):
+    """Asking for code actions starts reading the prompt's instruction-free part; the rewrite that follows
+    reads little more than the instruction, and writes the same text."""
+    await model_ready(client)
+    await code_actions(client, 5)
+    result = await client.workspace_execute_command_async(rewrite_params(5))
+    s = result["stats"]
+    assert s["prompt_tokens"] - s["reused_prompt_tokens"] < 0.25 * s["prompt_tokens"]
+    assert client.editor.text == cli_result.new_text
 
 
 async def test_code_action_inside_a_function_only(client):
@@ -188,6 +203,7 @@ async def test_rewrite_streams_edits_and_reports_progress(client, cli_result):
     assert cli_result.problem() is None, "the model's answer for this input changed; pick another input"
     result = await client.workspace_execute_command_async(rewrite_params(5))
     assert result["applied"] is True
+    assert result["stats"]["reused_prompt_tokens"] == 0  # no code action came first: nothing was read ahead
     assert len(client.editor.edits) >= 2
     assert client.editor.text == cli_result.new_text  # the same text the CLI writes
     reports = next(r for r in client.progress_reports.values() if r and r[0].title.startswith("editspec: "))
