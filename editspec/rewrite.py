@@ -146,8 +146,8 @@ def dedent(text: str, indent: str) -> str:
 
 
 def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
-    """A small model shown "class Shape:" as context often answers with the method wrapped in that class
-    again. Rewriting a method means the method: take it back out (and its indentation with it)."""
+    """A method is shown inside its class header, and the answer usually keeps it there. Rewriting a method
+    means the method: take it back out (and its indentation with it). Works on a partial answer too."""
     lines = answer.splitlines(keepends=True)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None or not headers or lines[first].strip() != headers[-1].strip():
@@ -366,7 +366,7 @@ class Rewriter:
             out.extend(tokens)
             if on_progress is None:
                 return False
-            text = prompts.code_before_fence(self.backend.detokenize(out))
+            text = unwrap_enclosing_class(prompts.code_before_fence(self.backend.detokenize(out)), target.containers)
             return bool(on_progress(Progress(text, len(out), **counts)))
 
         budget = answer_budget(len(self.backend.tokenize(region)), self.decoder.options.max_tokens)
