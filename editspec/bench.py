@@ -61,10 +61,11 @@ class Run:
     target_passes: int | None = None
     drafted: int | None = None
     accepted: int | None = None
+    prefill_output_tokens: int = 1  # editspec's opening copy may add some to the prefill's first token
 
     @property
     def decode_tokens_per_second(self) -> float:
-        n = len(self.tokens) - 1
+        n = len(self.tokens) - self.prefill_output_tokens
         return n / self.decode_seconds if n > 0 and self.decode_seconds > 0 else 0.0
 
     def record(self, plain_tokens: list[int] | None) -> dict:
@@ -148,7 +149,15 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop) -> 
     decoder.backend.truncate(0)  # a cold prefill, like every other method
     g = decoder.decode(prompt, stop=stop, max_tokens=max_tokens)
     s = g.stats
-    return Run(g.tokens, s.prefill_seconds, s.decode_seconds, s.target_passes, s.drafted_tokens, s.accepted_tokens)
+    return Run(
+        g.tokens,
+        s.prefill_seconds,
+        s.decode_seconds,
+        s.target_passes,
+        s.drafted_tokens,
+        s.accepted_tokens,
+        s.prefill_output_tokens,
+    )
 
 
 @dataclass

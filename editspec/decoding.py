@@ -23,7 +23,7 @@ class DecodeOptions:
     seed: int | None = None
     max_tokens: int | None = None  # None: the caller's budget (a rewrite: relative to the code), else 1024
     max_draft: int = 32
-    opening_draft: int = 16  # tokens of the opening copy verified within the prefill (0: none)
+    opening_draft: int = 16  # tokens of the opening copy verified within the prefill (a rewrite: its first line)
     draft_length: int | None = None  # a fixed draft length instead of the adaptive one
 
 
@@ -79,6 +79,7 @@ class Decoder:
         stop: StopCondition | None = None,
         on_tokens: TokenCallback | None = None,
         max_tokens: int | None = None,
+        opening_draft: int | None = None,
     ) -> Generation:
         acceptance, drafter, policy = self._parts()
         room = self.backend.n_ctx - len(prompt)
@@ -93,7 +94,7 @@ class Decoder:
             policy=policy,
             max_tokens=min(wanted, room - self.options.max_draft - 1),
             max_draft=self.options.max_draft,
-            opening_draft=self.options.opening_draft,
+            opening_draft=self.options.opening_draft if opening_draft is None else opening_draft,
             stop=stop,
             on_tokens=on_tokens,
         )

@@ -10,6 +10,7 @@ The assistant's turn is opened with a code fence: a tiny model then writes code,
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -42,9 +43,14 @@ def edit_messages(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
 
 
+@functools.lru_cache(maxsize=8)
+def _compiled(template: str):
+    """Compiling a chat template takes milliseconds: once per template, not once per request."""
+    return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template)
+
+
 def render_chat(template: str | None, messages: Sequence[dict], bos: str = "", eos: str = "") -> str:
-    env = ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True)
-    return env.from_string(template or FALLBACK_TEMPLATE).render(
+    return _compiled(template or FALLBACK_TEMPLATE).render(
         messages=list(messages), add_generation_prompt=True, bos_token=bos, eos_token=eos
     )
 

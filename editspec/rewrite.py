@@ -320,6 +320,13 @@ class Rewriter:
         )
         return self.backend.tokenize(text), region, indent, len(context)
 
+    def opening_length(self, region: str, target: Definition) -> int:
+        """How much of the opening copy to verify within the prefill: through the first line the editor can
+        show (after the class header a method is shown in), so that line is out with the prompt."""
+        first = next((line for line in region.splitlines() if line.strip()), "")
+        header = target.containers[-1] + "\n" if target.containers else ""
+        return min(MAX_OPENING, len(self.backend.tokenize(f"{header}    {first.strip()}\n")) + 1)
+
     def shared_prefix(self, source: SourceFile, spec: LanguageSpec, target: Definition) -> list[int]:
         """The prompt tokens that every instruction for this definition shares: what can be read while the user
         is still typing the instruction."""
@@ -370,7 +377,9 @@ class Rewriter:
             return bool(on_progress(Progress(text, len(out), **counts)))
 
         budget = answer_budget(len(self.backend.tokenize(region)), self.decoder.options.max_tokens)
-        generation = self.decoder.decode(prompt, stop=stop, on_tokens=on_tokens, max_tokens=budget)
+        generation = self.decoder.decode(
+            prompt, stop=stop, on_tokens=on_tokens, max_tokens=budget, opening_draft=self.opening_length(region, target)
+        )
         if generation.stats.stop_reason == "cancelled":
             raise RewriteCancelled("the rewrite was cancelled")
         answer = prompts.code_before_fence(self.backend.detokenize(generation.tokens))
@@ -408,6 +417,8 @@ class Rewriter:
 class RewriteCancelled(RewriteError):
     pass
 
+
+MAX_OPENING = 48  # tokens: an opening that long is past the first line of any sensible signature
 
 # An answer longer than this many times the code (plus some room) is almost always the model repeating itself.
 ANSWER_GROWTH, ANSWER_ROOM = 4, 256

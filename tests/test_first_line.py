@@ -1,0 +1,44 @@
+"""The first line is out with the prompt: the opening copy is verified within the prefill."""
+
+from pathlib import Path
+
+from editspec.decoding import DecodeOptions, Decoder
+from editspec.locate import definitions, find_by_name, language_for
+from editspec.rewrite import Rewriter, SourceFile
+
+SAMPLE = Path(__file__).resolve().parents[1] / "samples" / "shapes.py"
+
+
+def first_progress(backend, name: str, instruction: str, opening: int | None = None):
+    """The text of the first progress report of a rewrite, and the result."""
+    source = SourceFile.read(SAMPLE)
+    spec = language_for(str(SAMPLE))
+    target = find_by_name(definitions(source.text.encode(), spec), name)
+    rewriter = Rewriter(Decoder(backend, DecodeOptions()))
+    if opening is not None:
+        rewriter.opening_length = lambda region, target: opening
+    reports = []
+    result = rewriter.rewrite(source, spec, target, instruction, lambda p: reports.append(p.text))
+    return reports[0], result
+
+
+def test_a_function_s_first_line_comes_with_the_prefill(backend):
+    first, result = first_progress(backend, "total_area", "Use the built-in sum.")
+    assert first.startswith("def total_area(shapes):\n")  # one whole line, before any decoding round
+    opening = result.stats.rounds[0]
+    assert opening.opening and opening.accepted >= 6
+    assert result.stats.prefill_output_tokens == opening.accepted + 1
+
+
+def test_a_method_s_first_line_comes_after_its_class_header(backend):
+    # The method is shown inside its class; the opening covers the header and the method's first line, and
+    # the progress text has the header taken off.
+    first, result = first_progress(backend, "Circle.__init__", "Store the radius as a float.")
+    assert first.startswith("def __init__(self, radius):\n")
+    assert result.stats.rounds[0].opening
+
+
+def test_without_an_opening_the_first_line_takes_rounds(backend):
+    first, result = first_progress(backend, "total_area", "Use the built-in sum.", opening=0)
+    assert "\n" not in first  # the prefill gives one token; the line needs decoding rounds
+    assert not any(r.opening for r in result.stats.rounds)
