@@ -163,7 +163,11 @@ def load_decoder(d: DecodeArgs):
 @click.option("--instruction", "-i", required=True, help="what to change")
 @click.option("--language", default=None, help="override the language guessed from the file name")
 @click.option("--apply", "apply_", is_flag=True, help="write the result into FILE (atomically)")
-@click.option("--force", is_flag=True, help="write even if the result does not parse")
+@click.option(
+    "--force",
+    is_flag=True,
+    help="write even a refused result (does not parse, more definitions, cut off), and let the model finish it",
+)
 @click.option("--json", "as_json", is_flag=True, help="print the result, diff and statistics as JSON")
 @click.option("--show", is_flag=True, help="show the new code coloured by where each token came from")
 @click.option(
@@ -235,7 +239,7 @@ def rewrite(
     interactive = err.is_terminal and not quiet
     try:
         with LiveProgress(err, label, interactive) as progress:
-            rewriter = Rewriter(decoder, decode.context_tokens)
+            rewriter = Rewriter(decoder, decode.context_tokens, finish_refused=force)
             result = rewriter.rewrite(source, spec, target, instruction, progress.update)
     except RewriteError as e:
         fail(str(e), EXIT_INPUT)

@@ -152,7 +152,7 @@ def run_latency(
         t0 = time.perf_counter()
         backend = LlamaBackend(model, n_threads=threads, prefix_cache_bytes=256 << 20)
         load = time.perf_counter() - t0
-        rewriter = Rewriter(Decoder(backend, DecodeOptions(max_tokens=768)))
+        rewriter = Rewriter(Decoder(backend, DecodeOptions()))
         cold = timed_rewrite(rewriter, source, targets[0], row["instruction_descriptive"], load)
         warm = None
         if len(targets) > 1:

@@ -158,19 +158,33 @@ def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
     return dedent("".join(body), common_indent(body))
 
 
-def extra_definitions(answer: str, spec: LanguageSpec, target: Definition) -> list[str]:
-    """Top-level definitions in the answer other than the first: asked to rewrite one function, a small model
-    sometimes writes several. (A class target may hold anything.)"""
-    if target.kind in CLASS_LIKE:
-        return []
-    data = answer.encode("utf-8")
+def _top_level(data: bytes, spec: LanguageSpec) -> list[Definition]:
     top = [
         d
         for d in definitions(data, spec)
         if not d.containers and data[d.node_start - 1 : d.node_start] in (b"", b"\n") or d.node_start == 0
     ]
-    outermost = [d for d in top if not any(o is not d and o.start <= d.start and d.end <= o.end for o in top)]
-    return [d.name for d in outermost[1:]]
+    return [d for d in top if not any(o is not d and o.start <= d.start and d.end <= o.end for o in top)]
+
+
+def extra_definitions(answer: str, spec: LanguageSpec, target: Definition) -> list[str]:
+    """Top-level definitions in the answer other than the first: asked to rewrite one function, a small model
+    sometimes writes several. (A class target may hold anything.)"""
+    if target.kind in CLASS_LIKE:
+        return []
+    return [d.name for d in _top_level(answer.encode("utf-8"), spec)[1:]]
+
+
+def settled_extra_definition(partial: str, spec: LanguageSpec, target: Definition) -> str | None:
+    """The name of an extra definition that no continuation of a partial answer can take back: the first
+    definition is complete (everything before the second parses) and another has begun at the top level."""
+    if target.kind in CLASS_LIKE:
+        return None
+    data = partial[: partial.rfind("\n") + 1].encode("utf-8")
+    top = _top_level(data, spec)
+    if len(top) < 2 or syntax_errors(data[: top[1].start], spec):
+        return None
+    return top[1].name
 
 
 def indent_lines(text: str, indent: str) -> str:
@@ -210,11 +224,13 @@ class RewriteResult:
                 f"the answer was cut off after {self.stats.generated_tokens} tokens, before the model finished "
                 "(the model may be repeating itself; --max-tokens allows a longer answer)"
             )
+        if self.extra_definitions:
+            also = ", ".join(self.extra_definitions[:4])
+            stopped = " (stopped there: --force lets it finish)" if self.stats.stop_reason == EXTRA_STOP else ""
+            return f"the model wrote more than {self.target.name}: also {also}{stopped}"
         if self.errors:
             line, col = self.errors[0]
             return f"the rewritten file does not parse (line {line}, column {col})"
-        if self.extra_definitions:
-            return f"the model wrote more than {self.target.name}: also {', '.join(self.extra_definitions[:4])}"
         return None
 
     @property
@@ -279,11 +295,17 @@ class Progress:
 ProgressCallback = Callable[[Progress], bool | None]
 
 
+EXTRA_STOP = "extra_definition"  # stop reason: the model went on to another definition; the result is refused
+
+
 class Rewriter:
-    def __init__(self, decoder: Decoder, context_tokens: int = 256):
+    def __init__(self, decoder: Decoder, context_tokens: int = 256, finish_refused: bool = False):
+        """`finish_refused`: let the model finish an answer that will be refused (`--force` shows it whole);
+        otherwise generation stops as soon as the refusal is certain."""
         self.decoder = decoder
         self.backend = decoder.backend
         self.context_tokens = context_tokens
+        self.finish_refused = finish_refused
 
     def _context(
         self, source: bytes, spec: LanguageSpec, target: Definition, defs: list[Definition], tree
@@ -359,6 +381,7 @@ class Rewriter:
         origins: list[str] = []
         counts = {"drafted": 0, "accepted": 0, "passes": 1}
         stop = prompts.FenceStop(self.backend)
+        refused, lines_checked = [], 0
 
         def on_tokens(tokens: list[int], rnd: Round | None) -> bool:
             if rnd is None:
@@ -371,16 +394,24 @@ class Rewriter:
                 counts["accepted"] += rnd.accepted
                 counts["passes"] += 0 if rnd.opening else 1
             out.extend(tokens)
+            nonlocal lines_checked
+            text = unwrap_enclosing_class(prompts.code_before_fence(self.backend.detokenize(out)), target.containers)
+            if not self.finish_refused and text.count("\n") > lines_checked:
+                lines_checked = text.count("\n")
+                if settled_extra_definition(text, spec, target):
+                    refused.append(True)
+                    return True
             if on_progress is None:
                 return False
-            text = unwrap_enclosing_class(prompts.code_before_fence(self.backend.detokenize(out)), target.containers)
             return bool(on_progress(Progress(text, len(out), **counts)))
 
         budget = answer_budget(len(self.backend.tokenize(region)), self.decoder.options.max_tokens)
         generation = self.decoder.decode(
             prompt, stop=stop, on_tokens=on_tokens, max_tokens=budget, opening_draft=self.opening_length(region, target)
         )
-        if generation.stats.stop_reason == "cancelled":
+        if refused:
+            generation.stats.stop_reason = EXTRA_STOP
+        elif generation.stats.stop_reason == "cancelled":
             raise RewriteCancelled("the rewrite was cancelled")
         answer = prompts.code_before_fence(self.backend.detokenize(generation.tokens))
         if not answer.strip():
