@@ -226,7 +226,7 @@ class RewriteResult:
             )
         if self.extra_definitions:
             also = ", ".join(self.extra_definitions[:4])
-            stopped = " (stopped there: --force lets it finish)" if self.stats.stop_reason == EXTRA_STOP else ""
+            stopped = " (generation stopped there)" if self.stats.stop_reason == EXTRA_STOP else ""
             return f"the model wrote more than {self.target.name}: also {also}{stopped}"
         if self.errors:
             line, col = self.errors[0]
