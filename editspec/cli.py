@@ -412,6 +412,7 @@ def print_latency(result: dict) -> None:
         ("warm", f"editspec warm: next function ({s['warm_cases']})"),
         ("retry", "editspec warm: new instruction"),
         ("editor", "editspec cold, read ahead"),
+        ("editor_next", "editspec next function, read ahead"),
         ("llama_cpp_whole_file", "llama-cpp-python, whole file"),
     ):
         fields = ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds")
@@ -421,7 +422,9 @@ def print_latency(result: dict) -> None:
     Console().print(
         f"warm reads {fmt(s['warm_read_over_cold_read'], '.0%')} (next function), "
         f"{fmt(s['retry_read_over_cold_read'], '.0%')} (new instruction), "
-        f"{fmt(s['editor_read_over_cold_read'], '.0%')} (read ahead) of the prompt tokens a cold request reads · "
+        f"{fmt(s['editor_read_over_cold_read'], '.0%')} (cold, read ahead), "
+        f"{fmt(s['editor_next_read_over_cold_read'], '.0%')} (next function, read ahead) of the prompt tokens a "
+        "cold request reads · "
         "cold done in "
         f"{fmt(s['cold_done_over_llama_cpp_done'], '.2f')}x the time of llama-cpp-python with the whole file · "
         f"first edit at {fmt(s['first_edit_over_prefill_plus_round'], '.2f')}x (cold prefill + one round), "

@@ -4,7 +4,9 @@ Per CanItEdit case: a cold rewrite (model loaded fresh, nothing cached) of the f
 changes most; two warm ones with the kept prompt prefix: the next function of the file with the same
 instruction ("warm", as batch mode and several `--function`s do; only when the file has two), and a retry of
 the first function with the short ("lazy") instruction ("retry"); the language server's first rewrite in
-the file, with the prompt's shared prefix read ahead at the code action ("editor"); then what a user of
+the file, with the prompt's shared prefix read ahead at the code action ("editor"), and then the next
+function the same way ("editor_next": the file's part of the prompt is kept, the function read ahead);
+then what a user of
 plain llama-cpp-python would do: `create_chat_completion` with the whole file and the instruction. For each:
 model load, prompt tokens (and how many were read, not reused), prefill, time to first token, time to the
 first complete line (when the language server sends its first edit), decode, and total.
@@ -73,13 +75,16 @@ def timed_rewrite(
     }
 
 
-def editor_rewrite(rewriter: Rewriter, source: SourceFile, target: Definition, instruction: str) -> dict:
-    """The language server's first rewrite in a file: nothing kept, but the prompt's shared prefix was read
-    ahead when the editor asked for code actions, while the user typed the instruction."""
+def editor_rewrite(
+    rewriter: Rewriter, source: SourceFile, target: Definition, instruction: str, fresh: bool = True
+) -> dict:
+    """A rewrite in the language server: the prompt's shared prefix was read ahead when the editor asked for
+    code actions, while the user typed the instruction. `fresh`: the first in the file (nothing kept)."""
     backend = rewriter.backend
-    if backend.prefix_cache is not None:
-        backend.prefix_cache.entries.clear()
-    backend.truncate(0)
+    if fresh:
+        if backend.prefix_cache is not None:
+            backend.prefix_cache.entries.clear()
+        backend.truncate(0)
     t0 = time.perf_counter()
     read = rewriter.read_ahead(source, language_for("case.py"), target)
     ahead = time.perf_counter() - t0
@@ -159,6 +164,9 @@ def run_latency(
             warm = timed_rewrite(rewriter, source, targets[1], row["instruction_descriptive"], 0.0)
         retry = timed_rewrite(rewriter, source, targets[0], row["instruction_lazy"], 0.0)
         editor = editor_rewrite(rewriter, source, targets[0], row["instruction_descriptive"])
+        editor_next = None
+        if len(targets) > 1:  # then the next function, as the editor does it
+            editor_next = editor_rewrite(rewriter, source, targets[1], row["instruction_descriptive"], fresh=False)
         plain = plain_llama_cpp(
             backend,
             row["before"],
@@ -174,6 +182,7 @@ def run_latency(
                 "warm": warm,
                 "retry": retry,
                 "editor": editor,
+                "editor_next": editor_next,
                 "llama_cpp_whole_file": plain,
                 # One decoding round (a target pass) of the cold request, on average.
                 "round_seconds": round(cold["decode_seconds"] / max(cold["decode_rounds"], 1), 4),
@@ -198,6 +207,11 @@ def run_latency(
         "retry_read_over_cold_read": med(
             c["retry"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
         ),
+        "editor_next_read_over_cold_read": med(
+            c["editor_next"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1)
+            for c in cases
+            if c["editor_next"]
+        ),
         "editor_read_over_cold_read": med(
             c["editor"]["read_prompt_tokens"] / max(c["cold"]["read_prompt_tokens"], 1) for c in cases
         ),
@@ -211,10 +225,10 @@ def run_latency(
             c["cold"]["first_line_seconds"] / (c["cold"]["prefill_seconds"] + c["round_seconds"]) for c in cases
         ),
     }
-    for kind in ("cold", "warm", "retry", "editor", "llama_cpp_whole_file"):
+    for kind in ("cold", "warm", "retry", "editor", "editor_next", "llama_cpp_whole_file"):
         for field in ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds"):
             summary[f"{kind}_{field}"] = med(c[kind][field] for c in cases if c[kind])
-    for kind in ("cold", "warm", "retry", "editor"):
+    for kind in ("cold", "warm", "retry", "editor", "editor_next"):
         summary[f"{kind}_prefill_seconds"] = med(c[kind]["prefill_seconds"] for c in cases if c[kind])
         summary[f"{kind}_read_prompt_tokens"] = med(c[kind]["read_prompt_tokens"] for c in cases if c[kind])
     summary["warm_cases"] = sum(1 for c in cases if c["warm"])

@@ -86,6 +86,9 @@ def test_latency_reports_cold_warm_and_plain(tmp_path):
     # Read ahead at the code action: the rewrite reads the instruction and the prompt's last few tokens.
     assert editor["read_ahead_tokens"] + editor["read_prompt_tokens"] == editor["prompt_tokens"]
     assert editor["read_prompt_tokens"] < cold["read_prompt_tokens"] // 3
+    nxt = c["editor_next"]  # the next function, read ahead: only the function is read ahead, not the file
+    assert nxt["function"] == "sub" and 0 < nxt["read_ahead_tokens"] < editor["read_ahead_tokens"]
+    assert nxt["read_prompt_tokens"] < cold["read_prompt_tokens"] // 3
     for r in (cold, warm, retry, editor):
         assert r["prefill_seconds"] <= r["first_line_seconds"] <= r["total_seconds"]
     assert warm["load_seconds"] == 0 and cold["load_seconds"] > 0

@@ -16,25 +16,34 @@ end
 
 local original = read(vim.env.EDITSPEC_FILE)
 local expected = read(vim.env.EDITSPEC_EXPECTED)
+local progress = {}
+vim.api.nvim_create_autocmd('LspProgress', {
+  callback = function(ev) table.insert(progress, ev.data.params.value.kind) end,
+})
 vim.cmd('edit ' .. vim.env.EDITSPEC_FILE)
 local buf = vim.api.nvim_get_current_buf()
 if not vim.wait(20000, function() return #vim.lsp.get_clients({ bufnr = buf, name = 'editspec' }) > 0 end, 50) then
   fail('the editspec client did not attach')
 end
 
-local progress = {}
-vim.api.nvim_create_autocmd('LspProgress', {
-  callback = function(ev) table.insert(progress, ev.data.params.value.kind) end,
-})
+if not vim.wait(30000, function() return vim.tbl_contains(progress, 'end') end, 50) then
+  fail('the model did not report ready')
+end
+progress = {}
 
--- 1. A rewrite ends with the server's final text.
+-- 1. :EditSpec asks for the instruction (the server reads the prompt ahead meanwhile); the rewrite ends
+-- with the server's final text.
 vim.api.nvim_win_set_cursor(0, { tonumber(vim.env.EDITSPEC_LINE), 4 })
-vim.cmd('EditSpec ' .. vim.env.EDITSPEC_INSTRUCTION)
+vim.ui.input = function(_, on_confirm)
+  vim.defer_fn(function() on_confirm(vim.env.EDITSPEC_INSTRUCTION) end, 300)
+end
+vim.cmd('EditSpec')
 if not vim.wait(60000, function() return editspec.last_result[buf] ~= nil end, 20) then
   fail('the rewrite did not finish')
 end
 local result = editspec.last_result[buf]
 if not result.applied then fail('not applied: ' .. vim.inspect(result)) end
+if not (result.stats.reused_prompt_tokens > 0) then fail('nothing was read ahead: ' .. vim.inspect(result.stats)) end
 if text(buf) ~= expected then fail('buffer differs from the expected text:\n' .. text(buf)) end
 if not (vim.tbl_contains(progress, 'begin') and vim.tbl_contains(progress, 'end')) then
   fail('no LspProgress begin/end: ' .. vim.inspect(progress))

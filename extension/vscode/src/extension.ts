@@ -5,6 +5,7 @@ import {
   ApplyWorkspaceEditParams,
   ApplyWorkspaceEditRequest,
   ApplyWorkspaceEditResult,
+  CodeActionRequest,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
@@ -121,6 +122,19 @@ export async function rewrite(context: vscode.ExtensionContext, base?: RewriteAr
     }
     const p = editor.selection.active;
     base = { uri: editor.document.uri.toString(), position: { line: p.line, character: p.character } };
+  }
+  if (!base.instruction) {
+    // Asking for code actions lets the server read the prompt ahead while the user types the instruction.
+    const at = base.position;
+    if (at) {
+      client
+        .sendRequest(CodeActionRequest.type, {
+          textDocument: { uri: base.uri },
+          range: { start: at, end: at },
+          context: { diagnostics: [], only: ["refactor.rewrite"] },
+        })
+        .catch(() => undefined);
+    }
   }
   const instruction = base.instruction ?? (await askInstruction(context));
   if (!instruction) return undefined;

@@ -60,6 +60,7 @@ function fakes(config = {}) {
     sendNotification(type, params) { calls.notifications.push({ method: type.method, params }); }
     async sendRequest(type, params) {
       calls.requests.push({ method: type.method, params });
+      if (type.method === "textDocument/codeAction") return [];
       calls.progressListener({ kind: "report", message: "12 tokens · 150 tok/s · acceptance 80%" });
       if (onCancel) onCancel();
       return { applied: false, reason: "cancelled" };
@@ -68,6 +69,7 @@ function fakes(config = {}) {
   const languageClient = {
     LanguageClient,
     ExecuteCommandRequest: { type: { method: "workspace/executeCommand" } },
+    CodeActionRequest: { type: { method: "textDocument/codeAction" } },
     ApplyWorkspaceEditRequest: { type: { method: "workspace/applyEdit" } },
     WorkDoneProgress: { type: { method: "$/progress" } },
     WorkDoneProgressCancelNotification: { type: { method: "window/workDoneProgress/cancel" } },
@@ -116,7 +118,10 @@ test("the command asks for an instruction, sends editspec.rewrite, and Cancel re
   const result = await f.calls.commands["editspec.rewriteFunction"]();
   assert.equal(f.calls.quickPicks.length, 1);
   assert.equal(f.calls.progressOptions.cancellable, true);
-  const [request] = f.calls.requests;
+  const [ahead, request] = f.calls.requests;
+  // Code actions first (the server reads the prompt ahead meanwhile), then the rewrite.
+  assert.equal(ahead.method, "textDocument/codeAction");
+  assert.deepEqual(ahead.params.range.start, { line: 4, character: 2 });
   assert.equal(request.params.command, "editspec.rewrite");
   const args = request.params.arguments[0];
   assert.deepEqual(args.position, { line: 4, character: 2 });
@@ -145,6 +150,7 @@ test("streamed edits of a rewrite are one undo step", async () => {
   await ext.activate(context());
   const client = f.calls.clients[0];
   client.sendRequest = async (type, params) => {
+    if (type.method === "textDocument/codeAction") return [];
     const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
       edits: [{ range: { start: { line, character: 0 }, end: { line, character: 1 } }, newText: "x" }] }] } });
     for (const line of [1, 2, 3]) assert.deepEqual(await client.handlers["workspace/applyEdit"](edit(line)), { applied: true });

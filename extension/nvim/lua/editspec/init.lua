@@ -63,9 +63,30 @@ local function start(bufnr)
   }, { bufnr = bufnr })
 end
 
+local function cursor_position(client, bufnr)
+  local cursor = vim.api.nvim_win_get_cursor(0)
+  local line = vim.api.nvim_buf_get_lines(bufnr, cursor[1] - 1, cursor[1], true)[1]
+  return { line = cursor[1] - 1, character = vim.str_utfindex(line, client.offset_encoding, cursor[2]) }
+end
+
+-- Asking for code actions lets the server read the prompt ahead while the user types the instruction.
+local function read_ahead(bufnr)
+  local client = client_for(bufnr)
+  if not client then
+    return
+  end
+  local at = cursor_position(client, bufnr)
+  call(client, 'request', 'textDocument/codeAction', {
+    textDocument = { uri = vim.uri_from_bufnr(bufnr) },
+    range = { start = at, ['end'] = at },
+    context = { diagnostics = {}, only = { 'refactor.rewrite' } },
+  }, function() end, bufnr)
+end
+
 function M.rewrite(instruction, bufnr)
   bufnr = bufnr or vim.api.nvim_get_current_buf()
   if not instruction or vim.trim(instruction) == '' then
+    read_ahead(bufnr)
     vim.ui.input({ prompt = 'editspec instruction: ' }, function(text)
       if text and vim.trim(text) ~= '' then
         M.rewrite(text, bufnr)
@@ -82,14 +103,11 @@ function M.rewrite(instruction, bufnr)
     vim.notify('editspec: a rewrite is already running here (:EditSpecCancel stops it)', vim.log.levels.WARN)
     return
   end
-  local cursor = vim.api.nvim_win_get_cursor(0)
-  local line = vim.api.nvim_buf_get_lines(bufnr, cursor[1] - 1, cursor[1], true)[1]
-  local character = vim.str_utfindex(line, client.offset_encoding, cursor[2])
   local token = 'editspec-' .. tostring(vim.uv.hrtime())
   M.running[bufnr] = { token = token, edits = 0 }
   local args = {
     uri = vim.uri_from_bufnr(bufnr),
-    position = { line = cursor[1] - 1, character = character },
+    position = cursor_position(client, bufnr),
     instruction = instruction,
     workDoneToken = token,
   }
