@@ -56,7 +56,8 @@ def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
     """Acceptance, tokens per pass, and the measured speed-up beside the formula's prediction."""
     parts = [
         f"{stats.generated_tokens} tokens",
-        f"prefill {stats.prompt_tokens} tokens in {stats.prefill_seconds:.2f}s",
+        f"prefill {stats.prompt_tokens} tokens in {stats.prefill_seconds:.2f}s"
+        + (f" ({stats.reused_prompt_tokens} kept from before)" if stats.reused_prompt_tokens else ""),
         f"decode {stats.decode_seconds:.2f}s ({stats.decode_tokens_per_second:.0f} tok/s)",
     ]
     verified = [r for r in stats.rounds if r.drafted]

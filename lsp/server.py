@@ -275,7 +275,8 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         s = result.stats
         summary = (
             f"{s.generated_tokens} tokens · {s.decode_tokens_per_second:.0f} tok/s · "
-            f"acceptance {s.acceptance_rate:.0%} · {s.tokens_per_pass:.2f} tokens/pass"
+            f"acceptance {s.acceptance_rate:.0%} · {s.tokens_per_pass:.2f} tokens/pass · "
+            f"prompt: read {s.prompt_tokens - s.reused_prompt_tokens} of {s.prompt_tokens} tokens"
         )
         return {
             "applied": True,

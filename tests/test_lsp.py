@@ -209,7 +209,7 @@ async def test_rewrite_streams_edits_and_reports_progress(client, cli_result):
     reports = next(r for r in client.progress_reports.values() if r and r[0].title.startswith("editspec: "))
     assert isinstance(reports[0], types.WorkDoneProgressBegin) and isinstance(reports[-1], types.WorkDoneProgressEnd)
     assert any(isinstance(r, types.WorkDoneProgressReport) and "tok/s" in (r.message or "") for r in reports)
-    assert "acceptance" in reports[-1].message
+    assert "acceptance" in reports[-1].message and "prompt: read " in reports[-1].message
     page = await client.workspace_execute_command_async(
         types.ExecuteCommandParams(command="editspec.trace", arguments=[URI])
     )
