@@ -35,9 +35,14 @@ def edit_messages(
     parts = []
     if context:
         parts.append(f"Context from the same file:\n{FENCE}{language}\n{context.rstrip()}\n{FENCE}\n")
-    if scope.strip():  # a method is shown inside its class header, as a small model writes it back anyway
+    inside = ""
+    if scope.strip() and language == "python":
+        # A method is shown inside its class header, as a small model writes it back anyway. (Only where
+        # indentation closes the class: elsewhere a header without its closing brace would be half a class.)
         code = scope.strip() + "\n" + "".join(f"    {line}" if line.strip() else line for line in code.splitlines(True))
-    parts.append(f"Code to edit:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
+    elif scope.strip():
+        inside = f" (it is inside `{scope.strip()}`)"
+    parts.append(f"Code to edit{inside}:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
     parts.append(f"Instruction: {instruction.strip()}")
     parts.append("Write the complete edited code.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
