@@ -381,7 +381,7 @@ class Rewriter:
         origins: list[str] = []
         counts = {"drafted": 0, "accepted": 0, "passes": 1}
         stop = prompts.FenceStop(self.backend)
-        refused, lines_checked = [], 0
+        refused, lines_checked, answer_bytes = [], 0, b""
 
         def on_tokens(tokens: list[int], rnd: Round | None) -> bool:
             if rnd is None:
@@ -394,10 +394,16 @@ class Rewriter:
                 counts["accepted"] += rnd.accepted
                 counts["passes"] += 0 if rnd.opening else 1
             out.extend(tokens)
-            nonlocal lines_checked
-            text = unwrap_enclosing_class(prompts.code_before_fence(self.backend.detokenize(out)), target.containers)
-            if not self.finish_refused and text.count("\n") > lines_checked:
-                lines_checked = text.count("\n")
+            if on_progress is None and self.finish_refused:
+                return False
+            nonlocal answer_bytes, lines_checked
+            # Grown by this round's tokens, not re-joined from all of them: this runs every round.
+            answer_bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
+            answer = prompts.code_before_fence(answer_bytes.decode("utf-8", errors="replace"))
+            text = unwrap_enclosing_class(answer, target.containers)
+            lines = text.count("\n")
+            if not self.finish_refused and lines > lines_checked:
+                lines_checked = lines
                 if settled_extra_definition(text, spec, target):
                     refused.append(True)
                     return True
