@@ -16,10 +16,11 @@ from pathlib import Path
 import llama_cpp.llama_cpp as L
 import numpy as np
 
-from .models import ModelError, extra_buffers_allowed, resolve_model_path
+from .models import ModelError, PrepareProgress, extra_buffers_allowed, gpu_layers, resolve_model_path
 from .prefix_cache import PrefixCache, reuse_prefix
 
 _quiet_logger = None
+DEFAULT_MAX_CONTEXT = 16384  # tokens: room for a function of well over 1,000 lines and its answer
 
 
 def _silence_llama_logs() -> None:
@@ -42,21 +43,30 @@ class LlamaBackend:
         self,
         model_path: str | os.PathLike | None = None,
         *,
-        n_ctx: int = 4096,
+        n_ctx: int | None = None,
         n_threads: int | None = None,
         n_batch: int = 512,
         prefix_cache_bytes: int = 0,
+        n_gpu_layers: int | None = None,
+        on_prepare: PrepareProgress | None = None,
     ):
+        """`model_path`: a model name (`coder`, `tiny`) or a GGUF path; None: $EDITSPEC_MODEL, else `coder`.
+        `n_gpu_layers`: layers offloaded to a GPU (-1: all; None: $EDITSPEC_GPU_LAYERS, else 0). `on_prepare`:
+        progress while a named model is assembled on first use."""
         _silence_llama_logs()
-        self.path = resolve_model_path(model_path)
+        self.path = resolve_model_path(model_path, progress=on_prepare)
         self.n_threads = n_threads or os.cpu_count() or 1
+        self.n_gpu_layers = gpu_layers(n_gpu_layers)
         params = L.llama_model_default_params()
         params.use_extra_bufts = extra_buffers_allowed()
+        params.n_gpu_layers = self.n_gpu_layers if self.n_gpu_layers >= 0 else 2**31 - 1
         self.model = L.llama_model_load_from_file(str(self.path).encode(), params)
         if not self.model:
             raise ModelError(f"llama.cpp could not load {self.path}: is it a complete GGUF of a supported model?")
         self.vocab = L.llama_model_get_vocab(self.model)
         self.n_vocab = L.llama_vocab_n_tokens(self.vocab)
+        if n_ctx is None:  # as long as the model was trained for, within what a rewrite can sensibly need
+            n_ctx = min(L.llama_model_n_ctx_train(self.model), DEFAULT_MAX_CONTEXT) or 4096
         ctx_params = L.llama_context_default_params()
         ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = ctx_params.n_ubatch = n_batch
@@ -205,7 +215,7 @@ class LlamaBackend:
         return L.llama_vocab_eos(self.vocab)
 
     def identity(self) -> dict:
-        """What a calibration depends on: the model file and how many threads run it."""
+        """What a calibration depends on: the model file, how many threads run it, how much runs on a GPU."""
         stat = Path(self.path).stat()
         return {
             "model": str(self.path),
@@ -213,6 +223,7 @@ class LlamaBackend:
             "mtime": int(stat.st_mtime),
             "threads": self.n_threads,
             "context": "no-flash-attn/1",
+            "gpu_layers": self.n_gpu_layers,
         }
 
     def close(self) -> None:

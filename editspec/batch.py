@@ -8,7 +8,6 @@ either as it was or fully rewritten; a small state file records finished files a
 
 from __future__ import annotations
 
-import difflib
 import fnmatch
 import hashlib
 import json
@@ -20,7 +19,7 @@ from pathlib import Path
 import pathspec
 
 from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, language_for
-from .rewrite import Progress, RewriteError, Rewriter, SourceFile, write_atomically
+from .rewrite import Progress, RewriteError, Rewriter, SourceFile, unified_diff, write_atomically
 
 NOT_FUNCTIONS = CLASS_LIKE | {"type_spec", "struct_item", "enum_item", "interface_declaration"}
 DEFAULT_STATE = ".editspec-batch.json"
@@ -158,7 +157,8 @@ def rewrite_file(
         return FileOutcome(display_path, "skipped", reason=str(e))
     outcome.sha_before = source.digest
     current = source.text
-    targets = select_functions(definitions(current.encode("utf-8"), job.language), "*")
+    # The planned targets, found again in the text as read now (functions, methods or classes alike).
+    targets = definitions(current.encode("utf-8"), job.language)
     wanted = {(t.name, t.line) for t in job.targets}
     step_cost = rewriter.decoder.verify_seconds[1] if rewriter.decoder.verify_seconds else 0.0
     # Bottom-up: rewriting a later function never moves an earlier one.
@@ -186,14 +186,7 @@ def rewrite_file(
 
     if current != source.text:
         outcome.status = "rewritten"
-        outcome.diff = "".join(
-            difflib.unified_diff(
-                source.text.splitlines(keepends=True),
-                current.splitlines(keepends=True),
-                f"a/{display_path}",
-                f"b/{display_path}",
-            )
-        )
+        outcome.diff = unified_diff(source.text, current, job.path)
         new_bytes = source.encode(current)
         outcome.sha_after = hashlib.sha256(new_bytes).hexdigest()
         if apply:

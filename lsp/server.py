@@ -32,6 +32,7 @@ REWRITE = "editspec.rewrite"
 CANCEL = "editspec.cancel"
 TRACE = "editspec.trace"
 log = logging.getLogger("editspec.lsp")
+PROGRESS_CREATE_TIMEOUT = 10  # seconds a client may take to answer window/workDoneProgress/create
 
 
 class EditSpecProtocol(LanguageServerProtocol):
@@ -57,6 +58,7 @@ class EditSpecServer(LanguageServer):
         # Not pygls's thread pool: its stdio reader runs there, and must not wait behind a model load.
         self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editspec-load")
         self.model_busy = asyncio.Lock()  # one model, one context: rewrites in different documents queue
+        self.preparing: tuple[int, int] | None = None  # (bytes, of bytes) while a named model is assembled
         self._read_ahead_key: tuple | None = None
         self._read_ahead_task: asyncio.Task | None = None
 
@@ -74,9 +76,37 @@ class EditSpecServer(LanguageServer):
                     threads=s.threads,
                     options=options,
                     prefix_cache_mb=s.prefix_cache_mb,
+                    gpu_layers=s.gpu_layers,
+                    on_prepare=self._on_prepare,
                 )
                 self._model_key = key
             return self._model
+
+    async def progress_token(self, token: str) -> str | None:
+        """A server-created progress token, or None when the client will not create one (then no progress)."""
+        try:
+            await asyncio.wait_for(self.work_done_progress.create_async(token), PROGRESS_CREATE_TIMEOUT)
+        except Exception as e:  # an error reply, a malformed one, or none: carry on without progress
+            log.warning("the client did not create progress token %s: %s", token, e)
+            return None
+        return token
+
+    def _on_prepare(self, done: int, total: int) -> None:
+        """Called from the loading thread while the model is assembled; the warm start reports it."""
+        self.preparing = (done, total)
+
+    async def loading_message(self, loading: concurrent.futures.Future, report) -> None:
+        """Report the model's assembly (the coder model's first use) until loading is done."""
+        while not loading.done():
+            if self.preparing is not None:
+                done, total = self.preparing
+                if done < total:
+                    report(
+                        f"assembling the model from its packages (once): {done * 100 // total}%", done * 100 // total
+                    )
+                else:
+                    report("loading the model", None)
+            await asyncio.sleep(0.25)
 
     def read_ahead(self, uri: str, version, source: SourceFile, spec, target) -> None:
         """While the user types an instruction, read the part of the prompt that does not depend on it (system
@@ -132,14 +162,23 @@ async def initialized(ls: EditSpecServer, params: types.InitializedParams) -> No
     window = ls.client_capabilities.window
     if not (window and window.work_done_progress):
         return
-    token = f"editspec-load-{uuid.uuid4()}"
-    await ls.work_done_progress.create_async(token)
-    ls.work_done_progress.begin(token, types.WorkDoneProgressBegin(title="editspec", message="loading the model"))
+    token = await ls.progress_token(f"editspec-load-{uuid.uuid4()}")
+    if token is None:
+        return
+    ls.work_done_progress.begin(
+        token, types.WorkDoneProgressBegin(title="editspec", message="loading the model", percentage=0)
+    )
+
+    def report(message: str, percentage: int | None) -> None:
+        ls.work_done_progress.report(token, types.WorkDoneProgressReport(message=message, percentage=percentage))
+
+    watcher = asyncio.ensure_future(ls.loading_message(loading, report))
     try:
         decoder = await asyncio.wrap_future(loading)
         message = f"ready: {decoder.backend.path.name}"
     except Exception as e:  # reported again, with the reason, when a rewrite asks for the model
         message = f"the model could not be loaded: {e}"
+    await watcher
     ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
 
 
@@ -241,8 +280,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
 
     token = a["token"]
     if token is None and ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress:
-        token = str(uuid.uuid4())
-        await ls.work_done_progress.create_async(token)
+        token = await ls.progress_token(str(uuid.uuid4()))
     job = RewriteJob(
         ls,
         uri,

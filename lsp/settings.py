@@ -9,9 +9,10 @@ DEFAULT_PRESETS = ["Add type hints", "Add a docstring", "Simplify this code"]
 
 @dataclass(frozen=True)
 class Settings:
-    model: str | None = None  # a GGUF path; None: $EDITSPEC_MODEL or the bundled SmolLM2-135M
-    draft_model: str | None = None
+    model: str | None = None  # a model name (coder, tiny) or a GGUF path; None: $EDITSPEC_MODEL, else coder
+    draft_model: str | None = None  # None: $EDITSPEC_DRAFT_MODEL, else none
     threads: int | None = None
+    gpu_layers: int | None = None  # layers offloaded to a GPU, -1 all; None: $EDITSPEC_GPU_LAYERS, else 0
     temperature: float = 0.0
     max_tokens: int | None = None  # None: 4x the function's tokens + 256
     context_tokens: int = 256
@@ -25,7 +26,15 @@ class Settings:
     @property
     def model_key(self) -> tuple:
         """What the loaded model depends on: change any of it and the model is loaded again."""
-        return (self.model, self.draft_model, self.threads, self.temperature, self.max_tokens, self.prefix_cache_mb)
+        return (
+            self.model,
+            self.draft_model,
+            self.threads,
+            self.gpu_layers,
+            self.temperature,
+            self.max_tokens,
+            self.prefix_cache_mb,
+        )
 
 
 def _camel(name: str) -> str:
@@ -56,6 +65,7 @@ def _check(name: str, value):
         "model": (str, type(None)),
         "draft_model": (str, type(None)),
         "threads": (int, type(None)),
+        "gpu_layers": (int, type(None)),
         "temperature": (int, float),
         "max_tokens": (int, type(None)),
         "context_tokens": int,
@@ -78,6 +88,8 @@ def _check(name: str, value):
         and value < (0 if name in ("edit_interval_ms", "prefix_cache_mb") else 1)
     ):
         raise ValueError(f"setting {name!r} must be positive")
+    if name == "gpu_layers" and value is not None and value < -1:
+        raise ValueError("setting 'gpuLayers' must be -1 (all), 0 (none) or more")
     if name == "temperature" and value < 0:
         raise ValueError("setting 'temperature' must be 0 or more")
     return value or None if name in ("model", "draft_model") else value

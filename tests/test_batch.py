@@ -85,7 +85,7 @@ def test_patch_mode_changes_nothing(tmp_path):
     assert {p.name: p.read_bytes() for p in tree.iterdir()} == before
     assert "1 files:" in result.output and "functions done" in result.output
     text = patch.read_text()
-    assert text == "" or text.startswith("--- a/") and "stack.go" in text
+    assert text == "" or text.startswith("--- a/") and "stack.go" in text  # (a non-empty patch: see below)
     assert not (tmp_path / "s.json").exists()  # a finished run leaves no state behind
 
 
@@ -160,3 +160,29 @@ def test_interrupted_batch_resumes_and_never_half_writes(tmp_path):
     for name, digest in done_before.items():
         assert sha(tree / Path(name).name) == digest  # not redone
     assert not state.exists()
+
+
+def test_batch_patches_apply_with_git_from_inside_and_outside(tmp_path, monkeypatch):
+    from tests.test_rewrite_cli import CODE  # a file whose `total` even the tiny model rewrites with sum()
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "shapes.py").write_text(CODE)
+    args = ["batch", "-i", "Use the built-in sum.", "--select", "total", "--max-tokens", "120", "-q"]
+    monkeypatch.chdir(tmp_path)
+    inside = CliRunner().invoke(main, [*args, "tree", "--state", str(tmp_path / "a.json")])
+    assert inside.exit_code == 0, inside.output
+    patch = inside.stdout
+    assert patch.startswith("--- a/tree/shapes.py\n+++ b/tree/shapes.py\n"), patch  # a rewrite, not an empty patch
+    check = subprocess.run(["git", "apply", "--check", "-"], input=patch, text=True, cwd=tmp_path, capture_output=True)
+    assert check.returncode == 0, check.stderr
+    monkeypatch.chdir(SAMPLES)  # the tree is outside the current directory: absolute paths without the leading /
+    outside = CliRunner().invoke(main, [*args, str(tree), "--state", str(tmp_path / "b.json")])
+    assert outside.exit_code == 0 and outside.stdout.startswith(f"--- a/{str(tree).lstrip('/')}/shapes.py\n")
+    check = subprocess.run(
+        ["git", "apply", "--check", "-"], input=outside.stdout, text=True, cwd="/", capture_output=True
+    )
+    assert check.returncode == 0, check.stderr
+    assert outside.stdout == patch.replace("a/tree/", f"a/{str(tree).lstrip('/')}/").replace(
+        "b/tree/", f"b/{str(tree).lstrip('/')}/"
+    )

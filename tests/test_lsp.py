@@ -144,7 +144,7 @@ def cli_result():
     """What `editspec rewrite` produces for the same input, model and settings."""
     from editspec.backend import LlamaBackend
 
-    backend = LlamaBackend()
+    backend = LlamaBackend("tiny")
     source = SourceFile.from_bytes(CODE.encode())
     spec = language_for("example.py")
     target = find_by_name(definitions(CODE.encode(), spec), "total")

@@ -3,7 +3,13 @@
 import pytest
 
 from editspec.locate import Definition, language_for
-from editspec.rewrite import extra_definitions, settled_extra_definition, unwrap_enclosing_class
+from editspec.rewrite import (
+    cut_trailing_definitions,
+    new_helpers,
+    refused_definitions,
+    settled_extra_definition,
+    unwrap_enclosing_class,
+)
 
 
 def target(kind="function_definition"):
@@ -24,19 +30,51 @@ def target(kind="function_definition"):
 )
 def test_an_extra_definition_is_settled_only_when_no_continuation_can_undo_it(file, partial, settled):
     spec = language_for(file)
-    assert settled_extra_definition(partial, spec, target()) == settled
+    existing = {"g"}  # the file defines g already: writing it again is more than rewriting f
+    assert settled_extra_definition(partial, spec, target(), existing) == settled
     if settled:  # and the finished answer is refused for the same reason
-        assert settled in extra_definitions(partial + "}\n" * (file == "a.go"), spec, target())
+        assert settled in refused_definitions(partial + "}\n" * (file == "a.go"), spec, target(), existing)
+    assert settled_extra_definition(partial, spec, target(), set()) is None  # a new helper g: no refusal
 
 
 def test_a_class_target_may_hold_anything():
     spec = language_for("a.py")
     answer = "class A:\n    pass\n\n\nclass B:\n    pass\n"
-    assert settled_extra_definition(answer, spec, target("class_definition")) is None
-    assert extra_definitions(answer, spec, target("class_definition")) == []
+    assert settled_extra_definition(answer, spec, target("class_definition"), {"B"}) is None
+    assert refused_definitions(answer, spec, target("class_definition"), {"B"}) == []
+
+
+@pytest.mark.parametrize(
+    "answer,existing,refused,helpers",
+    [
+        ("def f(x):\n    return _sq(x)\n\n\ndef _sq(x):\n    return x * x\n", {"g"}, [], ["_sq"]),
+        ("def _sq(x):\n    return x * x\n\n\ndef f(x):\n    return _sq(x)\n", {"g"}, [], ["_sq"]),  # before it
+        ("def f(x):\n    return g(x)\n\n\ndef g(x):\n    return x\n", {"g"}, ["g"], []),  # g exists already
+        ("def f(x):\n    return 1\n\n\ndef f(x):\n    return 2\n", set(), ["f"], []),  # f twice
+        ("def h(x):\n    return 1\n\n\ndef h(x):\n    return 2\n", set(), ["h"], []),  # renamed, twice
+        ("def f(x):\n    return 1\n\n\ndef a():\n    pass\n\n\ndef a():\n    pass\n", set(), ["a", "a"], []),
+        ("def renamed(x):\n    return x\n", {"g"}, [], []),  # a rename alone is one definition
+        ("class Rect:\n    pass\n", {"Rect"}, ["Rect"], []),  # another of the file's definitions instead
+    ],
+)
+def test_new_helpers_are_accepted_duplicates_are_not(answer, existing, refused, helpers):
+    spec = language_for("a.py")
+    assert refused_definitions(answer, spec, target(), existing) == refused
+    assert new_helpers(answer, spec, target(), existing) == helpers
 
 
 def test_a_partial_answer_is_unwrapped_from_its_class_header():
     assert unwrap_enclosing_class("class C:\n    def f(self):\n        ret", ["class C:"]) == "def f(self):\n    ret"
     assert unwrap_enclosing_class("class C:\n", ["class C:"]) == ""
     assert unwrap_enclosing_class("class D:\n    x = 1\n", ["class C:"]) == "class D:\n    x = 1\n"
+
+
+def test_the_files_next_definitions_copied_after_the_target_are_left_out():
+    spec = language_for("a.py")
+    answer = "def f(x):\n    return 2\n\n\ndef _h():\n    pass\n\n\ndef g(y):\n    return y\n\n\ndef k():\n"
+    kept, left_out = cut_trailing_definitions(answer, spec, target(), {"g", "k"})
+    assert kept == "def f(x):\n    return 2\n\n\ndef _h():\n    pass\n" and left_out == ["g", "k"]
+    assert refused_definitions(kept, spec, target(), {"g", "k"}) == []
+    before = "def g(y):\n    return y\n\n\ndef f(x):\n    return 2\n"  # before the target: not cut, refused
+    assert cut_trailing_definitions(before, spec, target(), {"g"}) == (before, [])
+    assert refused_definitions(before, spec, target(), {"g"}) == ["g"]

@@ -54,13 +54,19 @@ export function readSettings(): EditSpecSettings {
   return {
     serverCommand: c.get<string[]>("serverCommand", []),
     python: c.get<string>("python", ""),
-    model: c.get<string>("model", ""),
+    model: c.get<string>("model", "coder"),
     draftModel: c.get<string>("draftModel", ""),
     threads: c.get<number | null>("threads", null),
+    gpuLayers: c.get<number | null>("gpuLayers", null),
     temperature: c.get<number>("temperature", 0),
     maxTokens: c.get<number | null>("maxTokens", null),
     streaming: c.get<"edits" | "final">("streaming", "edits"),
     presets: c.get<string[]>("presets", []),
+    readAhead: c.get<boolean>("readAhead", true),
+    preload: c.get<boolean>("preload", true),
+    contextTokens: c.get<number | null>("contextTokens", null),
+    editIntervalMs: c.get<number | null>("editIntervalMs", null),
+    prefixCacheMb: c.get<number | null>("prefixCacheMb", null),
   };
 }
 

@@ -6,10 +6,16 @@ export interface EditSpecSettings {
   model: string;
   draftModel: string;
   threads: number | null;
+  gpuLayers: number | null;
   temperature: number;
   maxTokens: number | null;
   streaming: "edits" | "final";
   presets: string[];
+  readAhead: boolean;
+  preload: boolean;
+  contextTokens: number | null;
+  editIntervalMs: number | null;
+  prefixCacheMb: number | null;
 }
 
 export interface ServerCommand {
@@ -34,11 +40,17 @@ export function initializationOptions(s: EditSpecSettings): Record<string, unkno
     temperature: s.temperature,
     streaming: s.streaming,
     presets: s.presets,
+    readAhead: s.readAhead,
+    preload: s.preload,
   };
   if (s.maxTokens) options.maxTokens = s.maxTokens;
   if (s.model) options.model = s.model;
   if (s.draftModel) options.draftModel = s.draftModel;
   if (s.threads) options.threads = s.threads;
+  if (s.gpuLayers !== null && s.gpuLayers !== undefined) options.gpuLayers = s.gpuLayers;
+  if (s.contextTokens !== null && s.contextTokens !== undefined) options.contextTokens = s.contextTokens;
+  if (s.editIntervalMs !== null && s.editIntervalMs !== undefined) options.editIntervalMs = s.editIntervalMs;
+  if (s.prefixCacheMb !== null && s.prefixCacheMb !== undefined) options.prefixCacheMb = s.prefixCacheMb;
   return options;
 }
 

@@ -2,8 +2,9 @@ const test = require("node:test");
 const assert = require("node:assert/strict");
 const logic = require("../out/logic.js");
 
-const base = { serverCommand: [], python: "", model: "", draftModel: "", threads: null, temperature: 0,
-  maxTokens: null, streaming: "edits", presets: ["Add type hints"] };
+const base = { serverCommand: [], python: "", model: "", draftModel: "", threads: null, gpuLayers: null,
+  temperature: 0, maxTokens: null, streaming: "edits", presets: ["Add type hints"], readAhead: true, preload: true,
+  contextTokens: null, editIntervalMs: null, prefixCacheMb: null };
 
 test("server command: explicit, then python -m lsp, then editspec-lsp on PATH", () => {
   assert.deepEqual(logic.serverCommand(base), { command: "editspec-lsp", args: [] });
@@ -15,12 +16,21 @@ test("server command: explicit, then python -m lsp, then editspec-lsp on PATH", 
 
 test("initialization options leave empty settings to the server", () => {
   assert.deepEqual(logic.initializationOptions(base),
-    { temperature: 0, streaming: "edits", presets: ["Add type hints"] });
+    { temperature: 0, streaming: "edits", presets: ["Add type hints"], readAhead: true, preload: true });
   assert.equal(logic.initializationOptions({ ...base, maxTokens: 300 }).maxTokens, 300);
   const o = logic.initializationOptions({ ...base, model: "/m.gguf", draftModel: "/d.gguf", threads: 2 });
   assert.equal(o.model, "/m.gguf");
   assert.equal(o.draftModel, "/d.gguf");
   assert.equal(o.threads, 2);
+  const more = logic.initializationOptions({ ...base, gpuLayers: -1, readAhead: false, preload: false,
+    contextTokens: 0, editIntervalMs: 0, prefixCacheMb: 64 });
+  assert.equal(more.gpuLayers, -1);
+  assert.equal(more.readAhead, false);
+  assert.equal(more.preload, false);
+  assert.equal(more.contextTokens, 0);
+  assert.equal(more.editIntervalMs, 0);
+  assert.equal(more.prefixCacheMb, 64);
+  assert.equal(logic.initializationOptions({ ...base, gpuLayers: 0 }).gpuLayers, 0);
 });
 
 test("recent instructions: newest first, no duplicates, bounded", () => {

@@ -6,7 +6,7 @@ M.config = {
   cmd = { 'editspec-lsp' },
   filetypes = { 'python', 'javascript', 'typescript', 'typescriptreact', 'go', 'rust', 'java', 'c', 'cpp', 'cs' },
   root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
-  settings = {}, -- passed as initializationOptions: model, draftModel, threads, temperature, maxTokens, streaming, presets
+  settings = {}, -- passed as initializationOptions: model (coder, tiny or a GGUF path), draftModel, threads, gpuLayers, temperature, maxTokens, streaming, presets, ...
 }
 
 -- Per buffer: the rewrite running there (its progress token and how many edits it has streamed).
@@ -153,6 +153,10 @@ function M.trace(bufnr)
 end
 
 function M.setup(opts)
+  if vim.fn.has('nvim-0.11') ~= 1 then
+    vim.notify('editspec needs Neovim 0.11 or newer', vim.log.levels.ERROR)
+    return
+  end
   M.config = vim.tbl_deep_extend('force', M.config, opts or {})
   local group = vim.api.nvim_create_augroup('editspec', { clear = true })
   vim.api.nvim_create_autocmd('FileType', {

@@ -1,0 +1,299 @@
+"""`editspec bench --quality`: does the rewrite do the job?
+
+Over the CanItEdit problems whose reference edit is confined to one definition (that definition is the target:
+the innermost function, method or class that holds the whole change), whose code and tests need only the
+standard library, and whose reference passes its own tests: rewrite `before` through exactly the code path of
+`editspec rewrite FILE --function NAME --apply` (locate by name, `Rewriter.rewrite`, `apply_rewrite`), then run
+the problem's tests on the written file in a subprocess with a timeout. In the same run, per problem: plain
+decoding through the same path (speculation must not change pass/fail), and what a plain llama-cpp-python
+user would do: `create_chat_completion` given the whole file and the instruction, the edited file taken from
+the answer's code block.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from .backend import LlamaBackend
+from .bench import _llama_cpp_model_params_patched, find_data
+from .decoding import DecodeOptions, Decoder
+from .locate import Definition, LocateError, definitions, find_by_name, language_for
+from .prompts import SYSTEM_PROMPT
+from .rewrite import (
+    ResultRefused,
+    RewriteError,
+    Rewriter,
+    SourceFile,
+    apply_rewrite,
+    common_indent,
+    dedent,
+    top_level_definitions,
+)
+
+METHODS = ("editspec", "plain", "whole_file")
+TEST_TIMEOUT = 30  # seconds for one problem's tests
+PY = language_for("case.py")
+
+
+@dataclass
+class Problem:
+    case: str  # "<id>-<name>"
+    before: str
+    after: str
+    instruction: str
+    tests: str
+    target: str  # the definition's name, as `--function` takes it
+
+
+def confining_definition(before: str, after: str) -> Definition | None:
+    """The innermost definition of `before` that holds the whole reference edit: `after` is `before` with only
+    that definition's region replaced."""
+    b = before.encode()
+    a = after.encode()
+    best = None
+    for d in definitions(b, PY):
+        head, tail = b[: d.start], b[d.end :].rstrip()
+        if a.startswith(head) and a.rstrip().endswith(tail) and len(a.rstrip()) >= len(head) + len(tail):
+            replaced = a[len(head) : len(a.rstrip()) - len(tail)]
+            if replaced.strip() == b[d.start : d.end].strip():
+                continue  # no change inside: not the edit's definition
+            text = replaced.decode()
+            if len(top_level_definitions(dedent(text, common_indent(text.splitlines())).encode(), PY)) != 1:
+                continue  # the edit adds or removes definitions beside it
+            if best is None or d.end - d.start < best.end - best.start:
+                best = d
+    return best
+
+
+def imported_modules(code: str) -> set[str]:
+    try:
+        tree = ast.parse(code)
+    except SyntaxError:
+        return {"<unparsable>"}
+    names = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.update(alias.name.split(".")[0] for alias in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            names.add(node.module.split(".")[0])
+    return names
+
+
+def run_tests(code: str, tests: str, workdir: Path, timeout: float = TEST_TIMEOUT) -> tuple[bool, str]:
+    """The problem's tests appended to the code, run in a fresh interpreter; (passed, the last line of why not)."""
+    script = workdir / "run_tests.py"
+    script.write_text(code.rstrip("\n") + "\n\n" + tests + "\n")
+    try:
+        done = subprocess.run(
+            [sys.executable, str(script)], cwd=workdir, capture_output=True, text=True, timeout=timeout
+        )
+    except subprocess.TimeoutExpired:
+        return False, f"tests timed out after {timeout:.0f}s"
+    if done.returncode == 0:
+        return True, ""
+    lines = [line for line in done.stderr.strip().splitlines() if line.strip()]
+    return False, lines[-1][:200] if lines else f"exit code {done.returncode}"
+
+
+def select_problems(rows: list[dict], workdir: Path) -> tuple[list[Problem], list[dict]]:
+    """The problems a single-definition rewrite can solve, and the others with why they were left out."""
+    chosen, left_out = [], []
+    stdlib = set(sys.stdlib_module_names)
+    for row in rows:
+        case = f"{row['id']}-{row['name']}"
+        target = confining_definition(row["before"], row["after"])
+        if target is None:
+            left_out.append({"case": case, "why": "the reference edit is not inside one definition"})
+            continue
+        third_party = sorted((imported_modules(row["after"]) | imported_modules(row["tests"])) - stdlib)
+        if third_party:
+            left_out.append({"case": case, "why": f"needs {', '.join(third_party)}"})
+            continue
+        passed, why = run_tests(row["after"], row["tests"], workdir)
+        if not passed:
+            left_out.append({"case": case, "why": f"the reference fails its own tests: {why}"})
+            continue
+        chosen.append(
+            Problem(case, row["before"], row["after"], row["instruction_descriptive"], row["tests"], target.name)
+        )
+    return chosen, left_out
+
+
+def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path) -> dict:
+    """`editspec rewrite case.py --function NAME --instruction ... --apply`, then the tests on the written file."""
+    path = workdir / "case.py"
+    path.write_text(problem.before)
+    backend = rewriter.backend
+    backend.truncate(0)  # cold, as a fresh `editspec rewrite` process is: nothing of an earlier prompt kept
+    if backend.prefix_cache is not None:
+        backend.prefix_cache.entries.clear()
+    t0 = time.perf_counter()
+    outcome: dict = {}
+    try:
+        source = SourceFile.read(path)
+        target = find_by_name(definitions(source.text.encode(), PY), problem.target)
+        result = rewriter.rewrite(source, PY, target, problem.instruction)
+        s = result.stats
+        outcome.update(
+            prompt_tokens=s.prompt_tokens,
+            tokens=s.generated_tokens,
+            prefill_seconds=round(s.prefill_seconds, 3),
+            decode_seconds=round(s.decode_seconds, 3),
+            tokens_per_s=round(s.decode_tokens_per_second, 1),
+            accepted=s.accepted_tokens,
+            drafted=s.drafted_tokens,
+            target_passes=s.target_passes,
+        )
+        apply_rewrite(result)
+    except ResultRefused as e:
+        outcome.update(status="refused", why=str(e).removeprefix("not written: ").split("; check the diff")[0])
+    except (RewriteError, LocateError, ValueError) as e:
+        outcome.update(status="refused", why=str(e))
+    outcome["seconds"] = round(time.perf_counter() - t0, 3)
+    if "status" not in outcome:
+        passed, why = run_tests(path.read_text(), problem.tests, workdir)
+        outcome.update(status="pass" if passed else "fail", why=why)
+    return outcome
+
+
+def code_block(answer: str) -> str:
+    """The answer's code: its first fenced block (the rest of the answer if the block is not closed)."""
+    m = re.search(r"```[\w+-]*\n(.*?)(?:```|\Z)", answer, re.S)
+    return m.group(1) if m else answer
+
+
+def whole_file_llama_cpp(llm, problem: Problem, workdir: Path, max_tokens: int) -> dict:
+    """What a plain llama-cpp-python user would do: the whole file and the instruction, greedy, the edited file
+    taken from the answer's code block."""
+    messages = [
+        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "user", "content": f"{problem.instruction}\n\n```python\n{problem.before.rstrip()}\n```"},
+    ]
+    llm.reset()
+    t0 = time.perf_counter()
+    first = None
+    text, chunks = "", 0
+    for chunk in llm.create_chat_completion(messages, temperature=0.0, max_tokens=max_tokens, stream=True):
+        delta = chunk["choices"][0]["delta"].get("content") or ""
+        if delta:
+            first = first if first is not None else time.perf_counter() - t0
+            text += delta
+            chunks += 1
+    total = time.perf_counter() - t0
+    first = first if first is not None else total
+    passed, why = run_tests(code_block(text), problem.tests, workdir)
+    return {
+        "status": "pass" if passed else "fail",
+        "why": why,
+        "tokens": chunks,
+        "prefill_seconds": round(first, 3),
+        "decode_seconds": round(total - first, 3),
+        "seconds": round(total, 3),
+        "tokens_per_s": round((chunks - 1) / (total - first), 1) if chunks > 1 and total > first else 0.0,
+    }
+
+
+def run_quality(
+    *,
+    model: str | None = None,
+    data: str | None = None,
+    limit: int | None = None,
+    threads: int | None = None,
+    methods: tuple[str, ...] = METHODS,
+    progress: Callable[[str], None] = lambda m: None,
+) -> dict:
+    unknown = set(methods) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown quality method(s) {', '.join(sorted(unknown))}: choose from {', '.join(METHODS)}")
+    rows = [json.loads(line) for line in find_data(data).read_text().splitlines() if line.strip()]
+    with tempfile.TemporaryDirectory(prefix="editspec-quality-") as tmp:
+        workdir = Path(tmp)
+        problems, left_out = select_problems(rows, workdir)
+        progress(f"{len(problems)} of {len(rows)} CanItEdit problems are single-definition and standard-library only")
+        problems = problems[:limit] if limit else problems
+        backend = LlamaBackend(model, n_threads=threads, n_ctx=8192)
+        spec_rewriter = Rewriter(Decoder(backend, DecodeOptions()))
+        plain_rewriter = Rewriter(Decoder(backend, DecodeOptions(speculate=False)))
+        llm = None
+        if "whole_file" in methods:
+            from llama_cpp import Llama
+
+            with _llama_cpp_model_params_patched():
+                llm = Llama(
+                    str(backend.path),
+                    n_ctx=8192,
+                    n_threads=backend.n_threads,
+                    n_threads_batch=backend.n_threads,
+                    verbose=False,
+                )
+        cases = []
+        for i, problem in enumerate(problems, start=1):
+            row: dict = {"case": problem.case, "target": problem.target}
+            if "editspec" in methods:
+                row["editspec"] = rewrite_as_the_cli_does(spec_rewriter, problem, workdir)
+            if "plain" in methods:
+                row["plain"] = rewrite_as_the_cli_does(plain_rewriter, problem, workdir)
+            if llm is not None:
+                budget = 2 * len(backend.tokenize(problem.before)) + 256
+                row["whole_file"] = whole_file_llama_cpp(llm, problem, workdir, budget)
+            cases.append(row)
+            progress(
+                f"[{i}/{len(problems)}] {problem.case} ({problem.target}): "
+                + " · ".join(f"{m} {row[m]['status']} {row[m]['seconds']:.1f}s" for m in methods)
+                + (f" — {row['editspec']['why']}" if row.get("editspec", {}).get("why") else "")
+            )
+        threads_used = backend.n_threads
+        model_name = backend.path.name
+        backend.close()
+        del llm
+    return {
+        "model": model_name,
+        "threads": threads_used,
+        "problems": len(problems),
+        "left_out": left_out,
+        "cases": cases,
+        "summary": summarize(cases, methods),
+    }
+
+
+def summarize(cases: list[dict], methods: tuple[str, ...]) -> dict:
+    def med(values):
+        values = [v for v in values if v is not None]
+        return round(statistics.median(values), 3) if values else None
+
+    summary: dict = {}
+    n = len(cases)
+    for m in methods:
+        runs = [c[m] for c in cases]
+        count = {s: sum(1 for r in runs if r["status"] == s) for s in ("pass", "fail", "refused")}
+        summary[m] = {
+            "pass": count["pass"],
+            "pass_at_1": round(count["pass"] / n, 3) if n else 0.0,
+            "wrong_edits": count["fail"],
+            "refused": count["refused"],
+            "refusal_rate": round(count["refused"] / n, 3) if n else 0.0,
+            "refusals": [{"case": c["case"], "why": c[m]["why"]} for c in cases if c[m]["status"] == "refused"],
+            "median_seconds": med(r["seconds"] for r in runs),
+            "median_prefill_seconds": med(r.get("prefill_seconds") for r in runs),
+            "median_decode_seconds": med(r.get("decode_seconds") for r in runs),
+            "median_tokens_per_s": med(r.get("tokens_per_s") for r in runs if r.get("tokens_per_s")),
+        }
+    if "editspec" in methods and "plain" in methods:
+        differ = [c["case"] for c in cases if (c["editspec"]["status"] == "pass") != (c["plain"]["status"] == "pass")]
+        summary["speculative_vs_plain_pass_differs"] = differ
+    if "editspec" in methods and "whole_file" in methods:
+        e, w = summary["editspec"], summary["whole_file"]
+        summary["editspec_over_whole_file_median_seconds"] = (
+            round(e["median_seconds"] / w["median_seconds"], 3) if e["median_seconds"] and w["median_seconds"] else None
+        )
+    return summary
