@@ -742,7 +742,7 @@ def print_batch_summary(outcomes, unreadable, total, applied, patch_path) -> Non
         f"{len(outcomes)} files: {count['rewritten']} rewritten, {count['unchanged']} unchanged, "
         f"{count['failed']} failed, {count['skipped']} skipped · {functions} of {total} functions done, "
         f"{rewritten} rewritten, {len(failures)} failed · {tokens} tokens"
-        + (f" · speed-up {plain / seconds:.2f}x over plain decoding (estimated)" if seconds else ""),
+        + (f" · speed-up {plain / seconds:.2f}x over plain decoding (estimated)" if seconds and plain else ""),
         highlight=False,
         soft_wrap=True,
     )
