@@ -10,6 +10,7 @@ import contextlib
 import difflib
 import hashlib
 import os
+import re
 import stat
 import tempfile
 from collections.abc import Callable
@@ -164,12 +165,23 @@ def dedent(text: str, indent: str) -> str:
     )
 
 
+def _same_class(line: str, header: str) -> bool:
+    """The header line again, or the same class's header written another way (other bases, a comment)."""
+    if line.strip() == header.strip():
+        return True
+    a, b = CLASS_NAME.match(line), CLASS_NAME.match(header)
+    return bool(a and b and a.group(1) == b.group(1) and line.rstrip().endswith(":"))
+
+
+CLASS_NAME = re.compile(r"\s*class\s+(\w+)")
+
+
 def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
     """A method is shown inside its class header, and the answer usually keeps it there. Rewriting a method
     means the method: take it back out (and its indentation with it). Works on a partial answer too."""
     lines = answer.splitlines(keepends=True)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
-    if first is None or not headers or lines[first].strip() != headers[-1].strip():
+    if first is None or not headers or not _same_class(lines[first], headers[-1]):
         return answer
     body = lines[first + 1 :]
     if not all(line.startswith((" ", "\t")) or not line.strip() for line in body):
@@ -186,24 +198,29 @@ def top_level_definitions(data: bytes, spec: LanguageSpec) -> list[Definition]:
     return [d for d in top if not any(o is not d and o.start <= d.start and d.end <= o.end for o in top)]
 
 
+def _own_index(names: list[str], target: Definition, existing: set[str]) -> int | None:
+    """Which of the answer's definitions stands for the target: the one of its name, else (a rename) the first
+    that is not one of the file's other definitions; None if the answer only copies those."""
+    if target.simple_name in names:
+        return names.index(target.simple_name)
+    return next((i for i, n in enumerate(names) if n not in existing), None)
+
+
 def refused_definitions(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> list[str]:
-    """Definitions in the answer that make it more than a rewrite of the target: asked to rewrite one function,
-    a small model sometimes writes the file's other functions again. A new helper beside the target is fine
-    when its name clashes with nothing in the file (`existing`: the names defined there, the target's aside);
-    a definition of an existing name, or a second one of the same name, is not. The answer's first definition
-    stands for the target when the target's name is not in it (a rename). A class target may hold anything."""
+    """Definitions in the answer that make it more than a rewrite of the target (after `cut_copies`). A new
+    helper beside the target is fine when its name clashes with nothing in the file (`existing`: the names
+    defined there, the target's aside); one of the file's other definitions, or a second one of the target's
+    name or of a helper's, is not. A class target may hold anything."""
     if target.kind in CLASS_LIKE:
         return []
     names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
     if not names:
         return []
-    own = target.simple_name if target.simple_name in names else names[0]
-    others = list(names)
-    others.remove(own)
-    refused = [n for n in others if n in existing or n == own or others.count(n) > 1]
-    if own != target.simple_name and own in existing:  # not a rename: another of the file's definitions
-        refused.insert(0, own)
-    return refused
+    own = _own_index(names, target, existing)
+    if own is None:
+        return names  # the file's other definitions instead of the target
+    others = names[:own] + names[own + 1 :]
+    return [n for n in others if n in existing or n == names[own] or others.count(n) > 1]
 
 
 def new_helpers(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> list[str]:
@@ -211,42 +228,52 @@ def new_helpers(answer: str, spec: LanguageSpec, target: Definition, existing: s
     if target.kind in CLASS_LIKE:
         return []
     names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
-    if len(names) <= 1:
+    own = _own_index(names, target, existing)
+    if own is None:
         return []
     refused = refused_definitions(answer, spec, target, existing)
-    own = target.simple_name if target.simple_name in names else names[0]
-    return [n for n in names if n != own and n not in refused]
+    return [n for i, n in enumerate(names) if i != own and n not in refused]
 
 
-def cut_trailing_definitions(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]):
-    """A model that has rewritten the target often goes on to copy the file's next definitions. Those are not
-    written (the rewrite replaces the target only): the answer is cut where, after the target's definition,
-    one of the file's other definitions begins. Returns (the answer, the names left out)."""
+def cut_copies(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]):
+    """A model asked to rewrite one definition often copies the file's other definitions around it: the ones
+    before it (the start of the file or class) and the ones after it. Those are not written (the rewrite
+    replaces the target only): the answer is cut to begin at the target when only such copies come before it,
+    and to end where, after it, one of the file's other definitions begins. Returns (the answer, the names
+    left out)."""
     if target.kind in CLASS_LIKE:
         return answer, []
     data = answer.encode("utf-8")
     top = top_level_definitions(data, spec)
     names = [d.simple_name for d in top]
-    own = names.index(target.simple_name) if target.simple_name in names else 0
-    for i, d in enumerate(top[own + 1 :], start=own + 1):
-        if d.simple_name in existing:
-            kept = data[: d.start].decode("utf-8", errors="replace").rstrip() + "\n"
-            return kept, names[i:]
-    return answer, []
+    own = _own_index(names, target, existing)
+    if own is None:
+        return answer, []
+    start, end, left_out = 0, len(data), []
+    if own > 0 and all(n in existing for n in names[:own]):
+        start, left_out = top[own].start, names[:own]
+    after = next((i for i in range(own + 1, len(top)) if names[i] in existing), None)
+    if after is not None:
+        end, left_out = top[after].start, left_out + names[after:]
+    if not left_out:
+        return answer, []
+    return data[start:end].decode("utf-8", errors="replace").rstrip() + "\n", left_out
 
 
 def settled_extra_definition(partial: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> str | None:
-    """The name of a refused definition (see refused_definitions) that no continuation of a partial answer can
-    take back: the first definition is complete (everything before the next parses) and a refused one has begun
-    at the top level."""
+    """A reason to stop generating that no continuation of a partial answer can take back: after the target's
+    complete definition, one of the file's other definitions (a copy: cut off, see `cut_copies`) or a second
+    definition of the target's name has begun at the top level. Copies of the file's definitions before the
+    target are no reason: the target may follow."""
     if target.kind in CLASS_LIKE:
         return None
     data = partial[: partial.rfind("\n") + 1].encode("utf-8")
     top = top_level_definitions(data, spec)
-    if len(top) < 2 or syntax_errors(data[: top[-1].start], spec):
+    names = [d.simple_name for d in top]
+    own = _own_index(names, target, existing)
+    if own is None or len(top) < own + 2 or syntax_errors(data[top[own].start : top[own + 1].start], spec):
         return None
-    refused = refused_definitions(data.decode("utf-8"), spec, target, existing)
-    return refused[0] if refused else None
+    return next((n for n in names[own + 1 :] if n in existing or n == names[own]), None)
 
 
 def indent_lines(text: str, indent: str) -> str:
@@ -494,7 +521,7 @@ class Rewriter:
         if not answer.strip():
             raise RewriteError("the model returned no code; try another instruction or a larger model")
         answer = unwrap_enclosing_class(answer, target.containers)
-        answer, left_out = cut_trailing_definitions(answer, spec, target, existing)
+        answer, left_out = cut_copies(answer, spec, target, existing)
         extra = refused_definitions(answer, spec, target, existing)
         helpers = new_helpers(answer, spec, target, existing)
         new_region = indent_lines(answer.rstrip("\n") + "\n", indent)

@@ -4,7 +4,7 @@ import pytest
 
 from editspec.locate import Definition, language_for
 from editspec.rewrite import (
-    cut_trailing_definitions,
+    cut_copies,
     new_helpers,
     refused_definitions,
     settled_extra_definition,
@@ -32,8 +32,11 @@ def test_an_extra_definition_is_settled_only_when_no_continuation_can_undo_it(fi
     spec = language_for(file)
     existing = {"g"}  # the file defines g already: writing it again is more than rewriting f
     assert settled_extra_definition(partial, spec, target(), existing) == settled
-    if settled:  # and the finished answer is refused for the same reason
-        assert settled in refused_definitions(partial + "}\n" * (file == "a.go"), spec, target(), existing)
+    if settled:  # and the finished answer is cut there: the copy is left out
+        finished = partial + "}\n" * (file == "a.go")
+        assert settled in refused_definitions(finished, spec, target(), existing)
+        kept, left_out = cut_copies(finished, spec, target(), existing)
+        assert left_out == [settled] and refused_definitions(kept, spec, target(), existing) == []
     assert settled_extra_definition(partial, spec, target(), set()) is None  # a new helper g: no refusal
 
 
@@ -67,14 +70,24 @@ def test_a_partial_answer_is_unwrapped_from_its_class_header():
     assert unwrap_enclosing_class("class C:\n    def f(self):\n        ret", ["class C:"]) == "def f(self):\n    ret"
     assert unwrap_enclosing_class("class C:\n", ["class C:"]) == ""
     assert unwrap_enclosing_class("class D:\n    x = 1\n", ["class C:"]) == "class D:\n    x = 1\n"
+    # the same class with its header written another way
+    assert unwrap_enclosing_class("class C(object):\n    def f(self):\n        pass\n", ["class C:"]) == (
+        "def f(self):\n    pass\n"
+    )
 
 
-def test_the_files_next_definitions_copied_after_the_target_are_left_out():
+def test_the_files_definitions_copied_around_the_target_are_left_out():
     spec = language_for("a.py")
     answer = "def f(x):\n    return 2\n\n\ndef _h():\n    pass\n\n\ndef g(y):\n    return y\n\n\ndef k():\n"
-    kept, left_out = cut_trailing_definitions(answer, spec, target(), {"g", "k"})
+    kept, left_out = cut_copies(answer, spec, target(), {"g", "k"})
     assert kept == "def f(x):\n    return 2\n\n\ndef _h():\n    pass\n" and left_out == ["g", "k"]
     assert refused_definitions(kept, spec, target(), {"g", "k"}) == []
-    before = "def g(y):\n    return y\n\n\ndef f(x):\n    return 2\n"  # before the target: not cut, refused
-    assert cut_trailing_definitions(before, spec, target(), {"g"}) == (before, [])
-    assert refused_definitions(before, spec, target(), {"g"}) == ["g"]
+    before = "def g(y):\n    return y\n\n\ndef f(x):\n    return 2\n"  # the start of the file copied first
+    assert cut_copies(before, spec, target(), {"g"}) == ("def f(x):\n    return 2\n", ["g"])
+    assert settled_extra_definition(before, spec, target(), {"g"}) is None  # no reason to stop: f may follow
+    mixed = "def g(y):\n    return y\n\n\ndef _h():\n    pass\n\n\ndef f(x):\n    return 2\n"
+    assert cut_copies(mixed, spec, target(), {"g"}) == (mixed, [])  # a copy, then a helper: not only copies
+    assert refused_definitions(mixed, spec, target(), {"g"}) == ["g"]
+    only_copies = "def g(y):\n    return y\n"
+    assert cut_copies(only_copies, spec, target(), {"g"}) == (only_copies, [])
+    assert refused_definitions(only_copies, spec, target(), {"g"}) == ["g"]
