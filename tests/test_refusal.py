@@ -76,18 +76,16 @@ def test_a_partial_answer_is_unwrapped_from_its_class_header():
     )
 
 
-def test_the_files_definitions_copied_around_the_target_are_left_out():
+def test_the_files_next_definitions_copied_after_the_target_are_left_out():
     spec = language_for("a.py")
     answer = "def f(x):\n    return 2\n\n\ndef _h():\n    pass\n\n\ndef g(y):\n    return y\n\n\ndef k():\n"
     kept, left_out = cut_copies(answer, spec, target(), {"g", "k"})
     assert kept == "def f(x):\n    return 2\n\n\ndef _h():\n    pass\n" and left_out == ["g", "k"]
     assert refused_definitions(kept, spec, target(), {"g", "k"}) == []
     before = "def g(y):\n    return y\n\n\ndef f(x):\n    return 2\n"  # the start of the file copied first
-    assert cut_copies(before, spec, target(), {"g"}) == ("def f(x):\n    return 2\n", ["g"])
-    assert settled_extra_definition(before, spec, target(), {"g"}) is None  # no reason to stop: f may follow
-    mixed = "def g(y):\n    return y\n\n\ndef _h():\n    pass\n\n\ndef f(x):\n    return 2\n"
-    assert cut_copies(mixed, spec, target(), {"g"}) == (mixed, [])  # a copy, then a helper: not only copies
-    assert refused_definitions(mixed, spec, target(), {"g"}) == ["g"]
-    only_copies = "def g(y):\n    return y\n"
-    assert cut_copies(only_copies, spec, target(), {"g"}) == (only_copies, [])
-    assert refused_definitions(only_copies, spec, target(), {"g"}) == ["g"]
+    assert cut_copies(before, spec, target(), {"g"}) == (before, [])
+    assert refused_definitions(before, spec, target(), {"g"}) == ["g"]
+    assert settled_extra_definition(before, spec, target(), {"g"}) == "g"  # certain: stop there
+    only_copies = "def g(y):\n    return y\n\n\ndef k():\n"
+    assert refused_definitions(only_copies, spec, target(), {"g", "k"}) == ["g", "k"]
+    assert settled_extra_definition(only_copies, spec, target(), {"g", "k"}) == "g"
