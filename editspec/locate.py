@@ -10,6 +10,8 @@ from __future__ import annotations
 import bisect
 import importlib
 import re
+import threading
+import time
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -209,9 +211,19 @@ def language_for(path: str | Path | None, flag: str | None = None) -> LanguageSp
 
 
 @cache
-def parser_for(spec: LanguageSpec) -> ts.Parser:
+def language_of(spec: LanguageSpec) -> ts.Language:
     module = importlib.import_module(spec.module)
-    return ts.Parser(ts.Language(getattr(module, spec.function)()))
+    return ts.Language(getattr(module, spec.function)())
+
+
+_parsers = threading.local()  # a tree-sitter parser must not be used by two threads at once
+
+
+def parser_for(spec: LanguageSpec) -> ts.Parser:
+    kept = _parsers.__dict__.setdefault("by_language", {})
+    if spec.name not in kept:
+        kept[spec.name] = ts.Parser(language_of(spec))
+    return kept[spec.name]
 
 
 @dataclass
@@ -297,13 +309,31 @@ def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]
     return line_start, end
 
 
-def parse(source: bytes, spec: LanguageSpec) -> ts.Tree:
-    return parser_for(spec).parse(source)
+PARSE_CHUNK = 1 << 16
+
+
+def parse(source: bytes, spec: LanguageSpec, budget: float | None = None, old: ts.Tree | None = None) -> ts.Tree:
+    """Parse, letting other Python threads run meanwhile (a language server's event loop must not wait on a
+    pathological file: tree-sitter's time can grow quadratically). Longer than `budget` seconds: LocateError."""
+    deadline = None if budget is None else time.monotonic() + budget
+
+    def read(offset: int, _point) -> bytes:
+        return source[offset : offset + PARSE_CHUNK]
+
+    def halt(*_state) -> bool:  # tree-sitter calls this often; a Python call lets other threads take the GIL
+        return deadline is not None and time.monotonic() > deadline
+
+    try:
+        if old is None:
+            return parser_for(spec).parse(read, progress_callback=halt)
+        return parser_for(spec).parse(read, old, progress_callback=halt)
+    except ValueError:
+        raise LocateError(f"the file took longer than {budget:g} s to parse; is it generated code?") from None
 
 
 @cache
 def definition_query(spec: LanguageSpec) -> ts.Query:
-    return ts.Query(parser_for(spec).language, " ".join(f"({t}) @d" for t in sorted(spec.definitions)))
+    return ts.Query(language_of(spec), " ".join(f"({t}) @d" for t in sorted(spec.definitions)))
 
 
 def _scope(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[list[str], list[str]]:
@@ -424,7 +454,7 @@ def reparse_after_replace(tree: ts.Tree, old: bytes, start: int, end: int, new: 
         old_end_point=point_at(old, end),
         new_end_point=point_at(new, new_end),
     )
-    return parser_for(spec).parse(new, tree)
+    return parse(new, spec, old=tree)
 
 
 def file_context(source: bytes, spec: LanguageSpec, defs: list[Definition], tree: ts.Tree | None = None) -> list[str]:

@@ -29,10 +29,6 @@ def range_at(doc: TextDocument, start: int, end: int) -> types.Range:
     return types.Range(doc.client_position_at_offset(start), doc.client_position_at_offset(end))
 
 
-def uses_crlf(text: str) -> bool:
-    return "\r\n" in text
-
-
 def to_lf_offset(text: str, offset: int) -> int:
     """Offset in the "\n" version of text for an offset in text itself."""
     return offset - text.count("\r\n", 0, offset)
@@ -52,5 +48,50 @@ def from_lf_offset(text: str, offset: int) -> int:
     return doc_offset
 
 
-def to_document_newlines(text: str, crlf: bool) -> str:
-    return text.replace("\n", "\r\n") if crlf else text
+def split_lines(text: str) -> list[str]:
+    """Lines with their ends, split at "\n" only (what the model's "\n" lines correspond to)."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
+
+
+def region_newline(region: str) -> str:
+    """The line end a region's new lines get: the one most of its lines have (a file may mix them)."""
+    crlf = region.count("\r\n")
+    return "\r\n" if crlf and crlf >= region.count("\n") - crlf else "\n"
+
+
+def with_newline(text: str, newline: str) -> str:
+    return text.replace("\n", newline) if newline != "\n" else text
+
+
+def changed_span(old: str, new: str) -> tuple[int, int, int]:
+    """(a, old_end, new_end): old[a:old_end] became new[a:new_end], the rest is common prefix and suffix."""
+    n = min(len(old), len(new))
+    lo, hi = 0, n  # the longest common prefix, by halving (each comparison runs in C)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[:mid] == new[:mid]:
+            lo = mid
+        else:
+            hi = mid - 1
+    a = lo
+    lo, hi = 0, n - a
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if old[len(old) - mid :] == new[len(new) - mid :]:
+            lo = mid
+        else:
+            hi = mid - 1
+    return a, len(old) - lo, len(new) - lo
+
+
+def apply_edit(doc: TextDocument, text: str, edit: types.TextEdit) -> str:
+    """`text` with an LSP edit applied as an editor applies it (positions in the document's encoding)."""
+    from .documents import LspTextDocument
+
+    scratch = LspTextDocument(doc.uri, source=text, position_codec=doc.position_codec)
+    try:
+        scratch.apply_change(types.TextDocumentContentChangePartial(range=edit.range, text=edit.new_text))
+    except Exception as e:  # positions outside that text
+        raise OutsideDocument(str(e)) from None
+    return scratch.source

@@ -9,6 +9,8 @@ moves the region and the rewrite goes on; an edit inside the region stops it and
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import logging
 import threading
 import time
 from dataclasses import dataclass, field
@@ -25,7 +27,6 @@ from editspec.rewrite import (
     SourceFile,
     common_indent,
     indent_lines,
-    text_edits,
 )
 
 from . import positions
@@ -33,6 +34,9 @@ from . import positions
 
 class RegionLost(Exception):
     """The user edited inside the region being rewritten."""
+
+
+log = logging.getLogger("editspec.lsp")
 
 
 @dataclass
@@ -43,77 +47,178 @@ class RewriteJob:
     spec: LanguageSpec
     target: Definition
     instruction: str
-    crlf: bool
     streaming: bool
     edit_interval: float
     progress_token: str | None = None
+    apply_timeout: float = 10.0  # seconds the editor may take to answer workspace/applyEdit
     cancelled: threading.Event = field(default_factory=threading.Event)
     edits_sent: int = 0
     stopped_by_user_edit: bool = False
 
     def __post_init__(self):
+        doc_text = self.server.workspace.get_text_document(self.uri).source
         data = self.source.text.encode("utf-8")
         lf_start = len(data[: self.target.start].decode("utf-8"))
-        region = data[self.target.start : self.target.end].decode("utf-8")
-        self.original = positions.to_document_newlines(region, self.crlf)  # the region in the document's style
-        self.current = self.original  # what the document holds in the region now
-        doc_text = self.server.workspace.get_text_document(self.uri).source
+        lf_end = lf_start + len(data[self.target.start : self.target.end].decode("utf-8"))
         self.start = positions.from_lf_offset(doc_text, lf_start)
-        lines = region.splitlines(keepends=True)
-        self.indent = common_indent(lines)
-        self.original_lines = lines
+        # The region as the document holds it, its own line ends included (a file may mix them).
+        self.original = doc_text[self.start : positions.from_lf_offset(doc_text, lf_end)]
+        self.current = self.original  # what the document holds in the region now
+        self.newline = positions.region_newline(self.original)
+        self.original_lines = positions.split_lines(self.original)
+        self.indent = common_indent(positions.split_lines(self.original.replace("\r\n", "\n")))
+        self.lost = False  # the user edited inside the region: stop, keep their text
+        self.pending: str | None = None  # the region our edit in flight will make
+        self.sent: tuple[types.TextEdit, str] | None = None  # that edit, and the document it was computed on
+        self.stale: tuple[str, str] | None = None  # (before, after): the editor applied our edit out of date
+        self.repairing: str | None = None  # the document our repair of a stale edit will make
+        self.changed = asyncio.Event()
+        self.server.workspace.watchers[self.uri] = self.document_changed
+
+    def close(self) -> None:
+        if self.server.workspace.watchers.get(self.uri) == self.document_changed:
+            del self.server.workspace.watchers[self.uri]
 
     # -- the region in the live document ---------------------------------------------------------------
 
-    def _locate(self) -> None:
-        """Find the region again; it may have moved (edits above it) or been edited (stop)."""
-        text = self.server.workspace.get_text_document(self.uri).source
-        if text[self.start : self.start + len(self.current)] == self.current:
+    def document_changed(self, old: str | None, new: str | None) -> None:
+        """Follow the region through a change to the document (never by searching for its text: a copy of
+        the function elsewhere would be taken for it). None, None: the document was closed."""
+        self.changed.set()
+        if old is None or new is None:
+            self.lost = True
+            self.cancelled.set()
             return
-        found = _find_all(text, self.current)
-        if not found:
-            raise RegionLost()
-        self.start = min(found, key=lambda i: abs(i - self.start))
+        if self.lost or old == new:
+            return
+        end = self.start + len(self.current)
+        if self.repairing is not None:
+            if new == self.repairing:
+                self.repairing = None
+            else:
+                self.lost = True
+            return
+        if self.pending is not None:
+            if new == old[: self.start] + self.pending + old[end:]:  # our edit
+                self.current, self.pending = self.pending, None
+                return
+            if self._is_stale_application(old, new):
+                self.stale = (old, new)
+                return
+        a, old_b, new_b = positions.changed_span(old, new)
+        if old_b <= self.start:
+            self.start += len(new) - len(old)  # before the region (an insertion at its start included)
+        elif a >= end:
+            pass  # after it
+        else:
+            self.lost = True
 
-    async def _replace_region(self, new: str, label: str | None = None) -> bool:
-        """Turn the document's region into `new` with small edits; True when the client applied them."""
-        self._locate()
-        if new == self.current:
-            return True
+    def _is_stale_application(self, old: str, new: str) -> bool:
+        """Without versioned edits, an editor applies our edit to whatever it holds: if the user typed
+        meanwhile, at the wrong place. Recognise that (the edit applied to `old` gives `new`) to undo it."""
+        if self.sent is None or self.sent[1] == old:
+            return False
+        edit = self.sent[0]
         doc = self.server.workspace.get_text_document(self.uri)
-        edits = [
-            types.TextEdit(positions.range_at(doc, e.start, e.end), e.new_text)
-            for e in text_edits(self.current, new, self.start)
-        ]
+        try:
+            return positions.apply_edit(doc, old, edit) == new
+        except positions.OutsideDocument:
+            return False
+
+    def _applied_to_no_effect(self, edit: types.TextEdit, sent_on: str) -> bool:
+        """The editor says it applied our edit, but the document changed otherwise since we sent it, and our
+        edit applied to it now changes nothing: it was applied out of date (no versions), to no effect."""
+        doc = self.server.workspace.get_text_document(self.uri)
+        if doc.source == sent_on:
+            return False
+        try:
+            return positions.apply_edit(doc, doc.source, edit) == doc.source
+        except positions.OutsideDocument:
+            return False
+
+    def _check(self) -> None:
+        if self.lost:
+            raise RegionLost()
+
+    async def _wait_for_change(self, timeout: float) -> None:
+        self.changed.clear()
+        with contextlib.suppress(asyncio.TimeoutError):
+            await asyncio.wait_for(self.changed.wait(), timeout)
+
+    async def _apply(self, edit: types.TextEdit, label: str | None) -> bool:
+        """Send one edit; True only for a well-formed "applied" answer. An editor that does not answer in time
+        is taken not to have applied it (and is never waited on for good)."""
+        doc = self.server.workspace.get_text_document(self.uri)
         caps = self.server.client_capabilities.workspace
         if caps and caps.workspace_edit and caps.workspace_edit.document_changes:
-            edit = types.WorkspaceEdit(
-                document_changes=[
-                    types.TextDocumentEdit(
-                        types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=doc.version), edits
-                    )
-                ]
-            )
+            where = types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=doc.version)
+            change = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(where, [edit])])
         else:
-            edit = types.WorkspaceEdit(changes={self.uri: edits})
-        result = await self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=edit, label=label))
-        if not result.applied:
+            change = types.WorkspaceEdit(changes={self.uri: [edit]})
+        request = self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=change, label=label))
+        try:
+            result = await asyncio.wait_for(request, self.apply_timeout)
+        except asyncio.TimeoutError:
+            raise EditorSilent(
+                f"the editor did not answer workspace/applyEdit within {self.apply_timeout:g} s"
+            ) from None
+        except Exception as e:  # an error reply, or a malformed one: not applied
+            log.warning("workspace/applyEdit failed: %s", e)
             return False
-        previous, self.current = self.current, new
-        self.edits_sent += 1
-        await self._await_document(previous)
-        return True
+        return isinstance(result, types.ApplyWorkspaceEditResult) and result.applied is True
 
-    async def _await_document(self, previous: str, timeout: float = 2.0) -> None:
-        """Wait for the client's didChange that follows an applied edit."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            text = self.server.workspace.get_text_document(self.uri).source
-            if self.current in text and (
-                previous not in text or self.current.startswith(previous) or previous == self.current
-            ):
-                return
-            await asyncio.sleep(0.005)
+    async def _replace_region(self, new: str, label: str | None = None, attempts: int = 1) -> bool:
+        """Turn the document's region into `new` with one edit; True when the editor applied it and the
+        document has it. An edit refused because the document moved on is computed again (`attempts`)."""
+        for _ in range(attempts):
+            self._check()
+            if new == self.current:
+                return True
+            doc = self.server.workspace.get_text_document(self.uri)
+            a, old_b, new_b = positions.changed_span(self.current, new)
+            edit = types.TextEdit(positions.range_at(doc, self.start + a, self.start + old_b), new[a:new_b])
+            doc_text = doc.source
+            self.pending, self.sent, self.stale = new, (edit, doc_text), None
+            try:
+                applied = await self._apply(edit, label)
+                deadline = time.monotonic() + self.apply_timeout
+                while applied and self.pending is not None and self.stale is None and not self.lost:
+                    if self._applied_to_no_effect(edit, doc_text):
+                        applied = False  # out of date, where it changed nothing: compute it again
+                        break
+                    if time.monotonic() > deadline:  # applied, says the editor, but the document never showed it
+                        raise EditorSilent("the editor applied an edit but never sent the changed document")
+                    await self._wait_for_change(min(0.2, deadline - time.monotonic()))
+            finally:
+                self.pending, self.sent = None, None
+            if self.stale is not None:
+                await self._repair()
+                continue
+            self._check()
+            if applied:
+                self.edits_sent += 1
+                return True
+        return False
+
+    async def _repair(self) -> None:
+        """Undo our edit that the editor applied out of date: the document goes back to what it was before."""
+        before, after = self.stale
+        self.stale = None
+        doc = self.server.workspace.get_text_document(self.uri)
+        if doc.source != after:
+            self.lost = True
+            raise RegionLost()
+        a, old_b, new_b = positions.changed_span(after, before)
+        edit = types.TextEdit(positions.range_at(doc, a, old_b), before[a:new_b])
+        self.repairing = before
+        log.warning("the editor applied an edit to a document it had changed meanwhile; undoing it")
+        applied = await self._apply(edit, "editspec: undo an out-of-date edit")
+        deadline = time.monotonic() + self.apply_timeout
+        while applied and self.repairing is not None and not self.lost and time.monotonic() < deadline:
+            await self._wait_for_change(deadline - time.monotonic())
+        if not applied or self.repairing is not None:
+            self.repairing, self.lost = None, True
+            raise RegionLost()
 
     # -- streaming ---------------------------------------------------------------------------------------
 
@@ -124,7 +229,7 @@ class RewriteJob:
             return None
         written = complete.count("\n")
         rest = "".join(self.original_lines[written:])
-        return positions.to_document_newlines(indent_lines(complete, self.indent) + rest, self.crlf)
+        return positions.with_newline(indent_lines(complete, self.indent), self.newline) + rest
 
     def _report(self, message: str, percentage: int | None = None) -> None:
         if self.progress_token is not None:
@@ -193,8 +298,8 @@ class RewriteJob:
         if problem:
             await self._restore()
             raise RewriteRefused(problem, result)
-        final = positions.to_document_newlines(result.new_region, self.crlf)
-        if not await self._replace_region(final, label="editspec: rewrite"):
+        final = positions.with_newline(result.new_region, self.newline)
+        if not await self._replace_region(final, label="editspec: rewrite", attempts=3):
             await self._restore()
             raise RewriteCancelled("the editor did not apply the final edit; the function is as it was")
         return result
@@ -202,8 +307,10 @@ class RewriteJob:
     async def _restore(self) -> None:
         """Put the function back exactly as it was (unless the user has edited inside it)."""
         try:
-            if self.current != self.original:
-                await self._replace_region(self.original, label="editspec: restore")
+            if self.current != self.original and not await self._replace_region(
+                self.original, label="editspec: restore", attempts=3
+            ):
+                raise EditorSilent("the editor did not apply the edit putting the function back")
         except RegionLost:
             self.stopped_by_user_edit = True
 
@@ -221,9 +328,6 @@ async def _settle(work: asyncio.Future) -> None:
         pass
 
 
-def _find_all(text: str, part: str) -> list[int]:
-    found, i = [], text.find(part)
-    while i >= 0:
-        found.append(i)
-        i = text.find(part, i + 1)
-    return found
+class EditorSilent(Exception):
+    """The editor did not answer, or never showed the edit it said it applied: the document may hold a
+    half-written function, and only the user can see it."""

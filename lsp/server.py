@@ -11,21 +11,26 @@ import asyncio
 import concurrent.futures
 import contextlib
 import logging
+import os
+import sys
 import threading
 import uuid
+from urllib.parse import unquote
 
 from lsprotocol import types
 from pygls.exceptions import JsonRpcException, JsonRpcInternalError, JsonRpcInvalidParams
+from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
-from pygls.protocol import LanguageServerProtocol
+from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from editspec.decoding import DecodeOptions, Decoder, open_decoder
-from editspec.locate import LocateError, definitions, find_at, language_for
+from editspec.locate import Definition, LocateError, definitions, find_at, language_for, parse
 from editspec.models import ModelError
 from editspec.rewrite import RewriteCancelled, RewriteError, Rewriter, SourceFile
 
-from . import positions
-from .rewrite_job import RegionLost, RewriteJob, RewriteRefused
+from . import positions, transport
+from .documents import LspWorkspace
+from .rewrite_job import EditorSilent, RegionLost, RewriteJob, RewriteRefused
 from .settings import Settings, updated
 
 REWRITE = "editspec.rewrite"
@@ -33,6 +38,8 @@ CANCEL = "editspec.cancel"
 TRACE = "editspec.trace"
 log = logging.getLogger("editspec.lsp")
 PROGRESS_CREATE_TIMEOUT = 10  # seconds a client may take to answer window/workDoneProgress/create
+PARSE_BUDGET = 5.0  # seconds a document may take to parse; longer (generated code, say): no rewrites offered
+SHUTDOWN_WAIT = 10.0  # seconds `shutdown` waits for running rewrites to put their functions back
 
 
 class EditSpecProtocol(LanguageServerProtocol):
@@ -44,6 +51,19 @@ class EditSpecProtocol(LanguageServerProtocol):
             job.cancelled.set()
         super()._handle_cancel_notification(msg_id)
 
+    @lsp_method(types.SHUTDOWN)
+    def lsp_shutdown(self, *args):
+        """pygls's own cancels pending requests while iterating over them; a cancelled request removes itself
+        from that dict ("dictionary changed size during iteration"). Our handler has stopped the rewrites."""
+        if (user_handler := self.fm.features.get(types.SHUTDOWN)) is not None:
+            yield user_handler, args, None
+        current = self.msg_id
+        for msg_id, future in list(self._request_futures.items()):
+            if msg_id != current and not future.done():
+                future.cancel()
+        self._shutdown = True
+        return None
+
 
 class EditSpecServer(LanguageServer):
     def __init__(self):
@@ -51,6 +71,7 @@ class EditSpecServer(LanguageServer):
         self.settings = Settings()
         self.jobs: dict[str, RewriteJob] = {}  # by document uri: one rewrite per document
         self.jobs_by_request: dict = {}
+        self.starting: set[str] = set()  # documents whose rewrite is being set up (before it is a job)
         self.traces: dict[str, dict] = {}  # the last rewrite's trace per document uri
         self._model: concurrent.futures.Future[Decoder] | None = None
         self._model_key: tuple | None = None
@@ -61,6 +82,85 @@ class EditSpecServer(LanguageServer):
         self.preparing: tuple[int, int] | None = None  # (bytes, of bytes) while a named model is assembled
         self._read_ahead_key: tuple | None = None
         self._read_ahead_task: asyncio.Task | None = None
+        # Parsing runs here, never on the event loop; the last parse of each document is kept by version.
+        self._parser = concurrent.futures.ThreadPoolExecutor(max_workers=4, thread_name_prefix="editspec-parse")
+        self._parsed: dict[str, tuple[tuple, asyncio.Future]] = {}
+
+    async def document_definitions(self, doc, spec) -> tuple[str, list[Definition]]:
+        """The document's "\n" text and its definitions, parsed off the event loop (once per version), within
+        PARSE_BUDGET seconds (LocateError otherwise)."""
+        key = (doc.version, spec.name, len(doc.source))
+        kept = self._parsed.get(doc.uri)
+        if kept is None or kept[0] != key:
+            text = doc.source.replace("\r\n", "\n")
+            data = text.encode("utf-8")
+
+            def work():
+                return text, definitions(data, spec, parse(data, spec, budget=PARSE_BUDGET))
+
+            kept = (key, asyncio.wrap_future(self._parser.submit(work)))
+            self._parsed[doc.uri] = kept
+        return await asyncio.shield(kept[1])
+
+    def forget(self, uri: str) -> None:
+        self._parsed.pop(uri, None)
+
+    def open_document(self, uri: str):
+        """The open document at uri, or None (never one read from disk)."""
+        docs = self.workspace.text_documents
+        return docs.get(unquote(uri))
+
+    # -- transports: our reader (lsp/transport.py) instead of pygls's --------------------------------------
+
+    def start_io(self, stdin=None, stdout=None) -> int:
+        """Serve over stdio until `exit` or the end of input; returns the exit code LSP asks for."""
+        self._stop_event = threading.Event()
+        self.protocol.set_writer(StdoutWriter(stdout or sys.stdout.buffer))
+        reads = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editspec-stdin")
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+
+        async def serve():
+            await transport.serve(transport.stdin_reader(reads), self.protocol, self._stop_event)
+
+        return self._run(loop, serve())
+
+    def start_tcp(self, host: str, port: int) -> int:
+        """Serve one client on host:port until it sends `exit` or disconnects."""
+        self._stop_event = threading.Event()
+        loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(loop)
+
+        async def serve():
+            done = loop.create_future()
+
+            async def connection(reader: asyncio.StreamReader, writer: asyncio.StreamWriter):
+                self.protocol.set_writer(writer)
+                try:
+                    await transport.serve(lambda: reader.read(1 << 16), self.protocol, self._stop_event)
+                except BaseException as e:
+                    if not done.done():
+                        done.set_exception(e)
+                    return
+                if not done.done():
+                    done.set_result(None)
+
+            listener = await asyncio.start_server(connection, host, port)
+            async with listener:
+                await done
+
+        return self._run(loop, serve())
+
+    def _run(self, loop, main) -> int:
+        try:
+            loop.run_until_complete(main)
+        except SystemExit as e:  # `exit`: 0 after `shutdown`, 1 without
+            return e.code if isinstance(e.code, int) else 1
+        except BrokenPipeError:
+            log.error("the connection to the client is lost")
+        except KeyboardInterrupt:
+            pass
+        return 0 if self.protocol._shutdown else 1
 
     def decoder(self) -> concurrent.futures.Future[Decoder]:
         """The shared model, loading in the background (once per settings that affect it)."""
@@ -147,6 +247,9 @@ server = EditSpecServer()
 
 @server.feature(types.INITIALIZE)
 def initialize(ls: EditSpecServer, params: types.InitializeParams) -> None:
+    # Documents that split lines as LSP does, and tell a running rewrite of each change (lsp/documents.py).
+    ws = ls.protocol._workspace
+    ls.protocol._workspace = LspWorkspace(ws.root_uri, ws._sync_kind, list(ws.folders.values()), ws.position_encoding)
     try:
         ls.settings = updated(ls.settings, params.initialization_options)
     except ValueError as e:
@@ -182,6 +285,22 @@ async def initialized(ls: EditSpecServer, params: types.InitializedParams) -> No
     ls.work_done_progress.end(token, types.WorkDoneProgressEnd(message=message))
 
 
+@server.feature(types.SHUTDOWN)
+async def shutdown(ls: EditSpecServer, params) -> None:
+    """Stop every rewrite and let each put its function back before answering: after the answer, no edit."""
+    for job in list(ls.jobs.values()):
+        job.cancelled.set()
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + SHUTDOWN_WAIT
+    while (ls.jobs or ls.starting) and loop.time() < deadline:
+        await asyncio.sleep(0.02)
+
+
+@server.feature(types.TEXT_DOCUMENT_DID_CLOSE)
+def did_close(ls: EditSpecServer, params: types.DidCloseTextDocumentParams) -> None:
+    ls.forget(params.text_document.uri)
+
+
 @server.feature(types.WORKSPACE_DID_CHANGE_CONFIGURATION)
 def did_change_configuration(ls: EditSpecServer, params: types.DidChangeConfigurationParams) -> None:
     try:
@@ -194,22 +313,22 @@ def did_change_configuration(ls: EditSpecServer, params: types.DidChangeConfigur
     types.TEXT_DOCUMENT_CODE_ACTION,
     types.CodeActionOptions(code_action_kinds=[types.CodeActionKind.RefactorRewrite], resolve_provider=False),
 )
-def code_action(ls: EditSpecServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
-    """Offer rewrites where the cursor or selection is inside a function. No model work: milliseconds."""
+async def code_action(ls: EditSpecServer, params: types.CodeActionParams) -> list[types.CodeAction] | None:
+    """Offer rewrites where the cursor or selection is inside a function. No model work: milliseconds (the
+    parse runs off the event loop, once per document version)."""
     only = params.context.only
     if only and not any(types.CodeActionKind.RefactorRewrite.value.startswith(k) for k in only):
         return None
-    doc = ls.workspace.get_text_document(params.text_document.uri)
+    doc = ls.open_document(params.text_document.uri)
+    if doc is None:
+        return None  # only open documents: an unopened one would be read from disk (a FIFO would block)
     try:
         spec = language_for(doc.path or doc.uri)
         offset = positions.to_lf_offset(doc.source, positions.offset_at(doc, params.range.start))
-    except (LocateError, positions.OutsideDocument, OSError, UnicodeDecodeError):
-        return None  # not a language we edit, a position outside, or a closed document gone from disk
-    try:
-        text = doc.source.replace("\r\n", "\n")
-        target = find_at(definitions(text.encode("utf-8"), spec), len(text[:offset].encode("utf-8")))
-    except LocateError:
-        return None
+        text, defs = await ls.document_definitions(doc, spec)
+        target = find_at(defs, len(text[:offset].encode("utf-8")))
+    except (LocateError, positions.OutsideDocument):
+        return None  # not a language we edit, a position outside, not inside a function, or too slow to parse
     with contextlib.suppress(RewriteError):
         ls.read_ahead(doc.uri, doc.version, SourceFile.from_bytes(text.encode("utf-8")), spec, target)
     where = {"uri": doc.uri, "position": {"line": params.range.start.line, "character": params.range.start.character}}
@@ -254,6 +373,43 @@ def _parse_rewrite_args(args: tuple) -> dict:
     }
 
 
+async def _start_job(ls: EditSpecServer, a: dict) -> RewriteJob:
+    """The job for a rewrite request: the function found in the document as it is when the job starts
+    following its changes (a parse off the event loop may see the user type; then it parses again)."""
+    uri = a["uri"]
+    token = a["token"]
+    if token is None and ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress:
+        token = await ls.progress_token(str(uuid.uuid4()))
+    for _ in range(5):
+        doc = ls.open_document(uri)
+        if doc is None:
+            raise JsonRpcInvalidParams(f"{uri} was closed")
+        version, text = doc.version, doc.source
+        try:
+            spec = language_for(doc.path or uri)
+            source = SourceFile.from_bytes(text.encode("utf-8"))
+            offset = positions.to_lf_offset(text, positions.offset_at(doc, a["position"]))
+            lf_text, defs = await ls.document_definitions(doc, spec)
+            target = find_at(defs, len(source.text[:offset].encode("utf-8")))
+        except (LocateError, RewriteError, positions.OutsideDocument) as e:
+            raise JsonRpcInvalidParams(str(e)) from None
+        doc = ls.open_document(uri)
+        if doc is not None and doc.version == version and doc.source == text and lf_text == source.text:
+            return RewriteJob(
+                ls,
+                uri,
+                source,
+                spec,
+                target,
+                a["instruction"],
+                streaming=ls.settings.streaming == "edits",
+                edit_interval=ls.settings.edit_interval_ms / 1000,
+                progress_token=token,
+                apply_timeout=ls.settings.apply_edit_timeout_ms / 1000,
+            )
+    raise JsonRpcInvalidParams("the document keeps changing: try again when you stop typing")
+
+
 @server.command(REWRITE)
 async def rewrite(ls: EditSpecServer, *args) -> dict:
     """Rewrite the function at a position and stream it into the document."""
@@ -264,38 +420,19 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         raise JsonRpcInvalidParams(
             "this editor cannot apply workspace edits (workspace/applyEdit), which editspec needs to write the rewrite"
         )
-    if uri in ls.jobs:
+    if uri in ls.jobs or uri in ls.starting:
         raise JsonRpcInvalidParams("a rewrite is already running in this document: wait for it or cancel it")
-    if uri not in ls.workspace.text_documents:
+    if ls.open_document(uri) is None:
         raise JsonRpcInvalidParams(f"unknown document {uri}: open it in the editor first")
-    doc = ls.workspace.get_text_document(uri)
-    try:
-        spec = language_for(doc.path or uri)
-        source = SourceFile.from_bytes(doc.source.encode("utf-8"))
-        offset = positions.to_lf_offset(doc.source, positions.offset_at(doc, a["position"]))
-        data = source.text.encode("utf-8")
-        target = find_at(definitions(data, spec), len(source.text[:offset].encode("utf-8")))
-    except (LocateError, RewriteError, positions.OutsideDocument) as e:
-        raise JsonRpcInvalidParams(str(e)) from None
-
-    token = a["token"]
-    if token is None and ls.client_capabilities.window and ls.client_capabilities.window.work_done_progress:
-        token = await ls.progress_token(str(uuid.uuid4()))
-    job = RewriteJob(
-        ls,
-        uri,
-        source,
-        spec,
-        target,
-        a["instruction"],
-        positions.uses_crlf(doc.source),
-        streaming=ls.settings.streaming == "edits",
-        edit_interval=ls.settings.edit_interval_ms / 1000,
-        progress_token=token,
-    )
-    ls.jobs[uri] = job
     request_id = ls.protocol.msg_id
+    ls.starting.add(uri)  # from here on, a second rewrite of this document is refused
+    try:
+        job = await _start_job(ls, a)
+    finally:
+        ls.starting.discard(uri)
+    ls.jobs[uri] = job
     ls.jobs_by_request[request_id] = job
+    token, target = job.progress_token, job.target
     if token is not None:
         ls.work_done_progress.begin(
             token,
@@ -323,6 +460,10 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "target": target.name,
             "stats": s.summary(),
         }
+    except EditorSilent as e:
+        summary = f"stopped: {e}"
+        ls.show(f"rewrite stopped: {e}; check the function (undo puts it back)", types.MessageType.Warning)
+        return {"applied": False, "reason": "editor", "message": str(e)}
     except RegionLost:
         summary = "stopped: the function was edited meanwhile"
         ls.show("rewrite stopped: you edited the function while it was being rewritten", types.MessageType.Warning)
@@ -350,6 +491,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         ls.show(f"rewrite failed: {e}")
         raise JsonRpcInternalError(f"rewrite failed: {e}") from None
     finally:
+        job.close()
         ls.jobs.pop(uri, None)
         ls.jobs_by_request.pop(request_id, None)
         if token is not None:
@@ -359,7 +501,9 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
 @server.command(CANCEL)
 def cancel(ls: EditSpecServer, *args) -> dict:
     """Stop the rewrite running in a document (or all rewrites); the function goes back as it was."""
-    uris = [args[0]] if args and isinstance(args[0], str) else list(ls.jobs)
+    if len(args) > 1 or (args and not isinstance(args[0], str)):
+        raise JsonRpcInvalidParams(f"{CANCEL} takes a document's uri, or nothing to cancel every rewrite")
+    uris = list(args) if args else list(ls.jobs)
     for uri in uris:
         job = ls.jobs.get(uri)
         if job is not None:
@@ -387,10 +531,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--log-level", default="WARNING")
     args = parser.parse_args(argv)
     logging.basicConfig(level=args.log_level.upper())
-    if args.tcp:
-        server.start_tcp("127.0.0.1", args.tcp)
-    else:
-        server.start_io()
+    code = server.start_tcp("127.0.0.1", args.tcp) if args.tcp else server.start_io()
+    with contextlib.suppress(Exception):  # `exit` has closed stdout
+        sys.stdout.flush()
+    # Not sys.exit: that would wait for a model thread still decoding a rewrite nobody will see.
+    os._exit(code)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ class Settings:
     preload: bool = True  # load the model in the background right after initialize
     prefix_cache_mb: int = 256  # memory for kept prompt prefixes (KV states), least recently used evicted
     read_ahead: bool = True  # on a code action, read the function's prompt prefix while the user types
+    apply_edit_timeout_ms: int = 10000  # how long the editor may take to answer workspace/applyEdit
 
     @property
     def model_key(self) -> tuple:
@@ -75,6 +76,7 @@ def _check(name: str, value):
         "preload": bool,
         "prefix_cache_mb": int,
         "read_ahead": bool,
+        "apply_edit_timeout_ms": int,
     }[name]
     if isinstance(value, bool) and name not in ("preload", "read_ahead") or not isinstance(value, expect):
         raise ValueError(f"setting {name!r} has a value of the wrong type: {value!r}")
@@ -83,7 +85,7 @@ def _check(name: str, value):
     if name == "presets" and not all(isinstance(p, str) and p.strip() for p in value):
         raise ValueError("setting 'presets' must be a list of instructions")
     if (
-        name in ("max_tokens", "threads", "edit_interval_ms", "prefix_cache_mb")
+        name in ("max_tokens", "threads", "edit_interval_ms", "prefix_cache_mb", "apply_edit_timeout_ms")
         and value is not None
         and value < (0 if name in ("edit_interval_ms", "prefix_cache_mb") else 1)
     ):

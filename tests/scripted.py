@@ -1,0 +1,138 @@
+"""A byte-level model that writes exactly the edit its instruction spells out: for language-server tests where
+what arrives in the document must be known to the character, at a pace the test chooses.
+
+The instruction `scripted: [["old", "new"], ...]` (JSON after the prefix) makes the answer the function with
+each `old` replaced by its `new`; any other instruction gives the function back unchanged. Every byte is a
+token (256 ends the answer), so prompt lookup drafts copies as it does for a real model.
+`EDITSPEC_SCRIPTED_DELAY` (seconds) is slept in every model pass of the answer, so that a test can edit,
+cancel or shut down while it streams.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+import re
+import time
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from editspec.prefix_cache import reuse_prefix
+
+END = 256
+ANSWER_START = b"<|im_start|>assistant\n```"
+CODE = re.compile(r"Code to edit[^\n]*:\n```[a-z]*\n(.*?)\n```\n\nInstruction: (.*?)\nWrite the complete", re.DOTALL)
+
+
+def scripted_answer(prompt: str) -> str:
+    """The answer to an edit prompt (see the module's text), closing code fence included."""
+    found = CODE.search(prompt)
+    if found is None:
+        return "```\n"
+    code, instruction = found.groups()
+    if instruction.startswith("scripted:"):
+        for old, new in json.loads(instruction[len("scripted:") :]):
+            code = code.replace(old, new)
+    return code + "\n```\n"
+
+
+class ScriptedBackend:
+    n_vocab = END + 1
+    bos_token = -1
+    eos_token = END
+    path = Path("scripted.gguf")
+
+    def __init__(self, delay: float = 0.0, n_ctx: int = 1 << 16):
+        self.delay = delay
+        self.n_ctx = n_ctx
+        self.tokens: list[int] = []
+        self.prefix_cache = None
+        self.last_reused = 0
+        self._answers: dict[bytes, bytes] = {}
+
+    # -- text ----------------------------------------------------------------------------------------------
+    def tokenize(self, text: str, *, add_special: bool = False, parse_special: bool = True) -> list[int]:
+        return list(text.encode("utf-8"))
+
+    def token_bytes(self, token: int) -> bytes:
+        return bytes([token]) if token < END else b""
+
+    def detokenize(self, tokens: Sequence[int]) -> str:
+        return b"".join(self.token_bytes(t) for t in tokens).decode("utf-8", errors="replace")
+
+    def token_text(self, token: int) -> str:
+        return self.token_bytes(token).decode("utf-8", errors="replace")
+
+    def chat_template(self) -> str | None:
+        return None  # editspec's ChatML fallback
+
+    def metadata(self, key: str) -> str | None:
+        return None
+
+    def is_end_of_generation(self, token: int) -> bool:
+        return token == END
+
+    def identity(self) -> dict:
+        return {"model": "scripted"}
+
+    def close(self) -> None:
+        pass
+
+    # -- the model -----------------------------------------------------------------------------------------
+    def logits_after(self, history: Sequence[int]) -> np.ndarray:
+        row = np.zeros(self.n_vocab, dtype=np.float32)
+        data = bytes(t for t in history if t < END)
+        start = data.rfind(ANSWER_START)
+        if start < 0:
+            row[ord(" ")] = 1.0
+            return row
+        start = data.index(b"\n", start + len(ANSWER_START)) + 1  # after the fence's language line
+        prompt = data[:start]
+        answer = self._answers.get(prompt)
+        if answer is None:
+            answer = self._answers[prompt] = scripted_answer(prompt.decode("utf-8", errors="replace")).encode()
+        written = data[start:]
+        if answer.startswith(written) and len(written) < len(answer):
+            row[answer[len(written)]] = 10.0
+        else:
+            row[END] = 10.0
+        return row
+
+    def _answering(self) -> bool:
+        return bytes(t for t in self.tokens[-4096:] if t < END).rfind(ANSWER_START) >= 0
+
+    def prefill(self, tokens: Sequence[int], draft: Sequence[int] = ()) -> np.ndarray:
+        self.last_reused = reuse_prefix(self, None, tokens)
+        self.tokens = list(tokens)
+        rows = [self.logits_after(self.tokens)]
+        for tok in draft:
+            self.tokens.append(tok)
+            rows.append(self.logits_after(self.tokens))
+        return np.stack(rows)
+
+    def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
+        if self.delay and self._answering():
+            time.sleep(self.delay)
+        rows = []
+        for tok in tokens:
+            self.tokens.append(tok)
+            rows.append(self.logits_after(self.tokens))
+        return np.stack(rows)
+
+    def truncate(self, n_tokens: int) -> None:
+        del self.tokens[n_tokens:]
+
+    def save_state(self) -> bytes:
+        return pickle.dumps(list(self.tokens))
+
+    def load_state(self, tokens: Sequence[int], state: bytes) -> None:
+        self.tokens = list(tokens)
+
+
+def scripted_decoder(options=None):
+    from editspec.decoding import Decoder
+
+    return Decoder(ScriptedBackend(float(os.environ.get("EDITSPEC_SCRIPTED_DELAY", "0"))), options)
