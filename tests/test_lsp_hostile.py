@@ -83,7 +83,7 @@ def test_characters_python_breaks_lines_at_but_lsp_does_not(client, brk):
 def test_cancel_restores_a_function_holding_such_a_character(make_client, brk):
     c = make_client(delay=0.05)
     c.initialize()
-    text = f"import math\n\n\ndef total(values):\n    s = 0  # a{brk}b\n    for v in values:\n        s = s + v\n    return s\n"
+    text = "import math\n\n\n" + TOTAL.replace("s = 0", f"s = 0  # a{brk}b")
     c.editor.open(URI, text)
     c.editor.hook = lambda params: (
         c.request("workspace/executeCommand", {"command": "editspec.cancel", "arguments": [URI]}) and None
@@ -481,8 +481,8 @@ def test_fuzz(make_client):
             requests.append(c.request("workspace/executeCommand", {"command": "editspec.cancel", "arguments": [URI]}))
         else:
             pos = lsp_position(text, rng.randrange(len(text)))
-            requests.append(c.request("textDocument/codeAction", {
-                "textDocument": {"uri": URI}, "range": {"start": pos, "end": pos}, "context": {"diagnostics": []}}))  # fmt: skip
+            where = {"textDocument": {"uri": URI}, "range": {"start": pos, "end": pos}}
+            requests.append(c.request("textDocument/codeAction", dict(where, context={"diagnostics": []})))
         time.sleep(rng.random() * 0.05)
     c.editor.hook = None
     outcomes = {}
