@@ -256,15 +256,20 @@ def rewrite(
         else:
             start, _, end = byte_range.partition(":")
             try:
-                target = find_at(defs, int(start), int(end or start))
+                lo, hi = int(start), int(end or start)
             except ValueError:
                 fail("--range takes START:END byte offsets, e.g. 120:180", EXIT_INPUT)
+            if not 0 <= lo <= hi <= len(source.raw):
+                fail(f"--range {byte_range} is outside the file ({len(source.raw)} bytes)", EXIT_INPUT)
+            # Offsets into the file's own bytes; the text the locator sees has "\n" for each "\r\n".
+            target = find_at(defs, lo - source.raw.count(b"\r\n", 0, lo), hi - source.raw.count(b"\r\n", 0, hi))
     except (RewriteError, LocateError) as e:
         fail(str(e), EXIT_INPUT)
 
     decoder = load_decoder(decode, quiet)
     if len(function) > 1:
-        rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json, quiet, decode.context_tokens)
+        opts = dict(force=force, quiet=quiet, as_json=as_json, show=show, apply=apply_, trace_path=trace_path)
+        rewrite_several(decoder, source, spec, targets, instruction, dict(opts, context_tokens=decode.context_tokens))
         return
     label = f"{target.name} (lines {target.line}-{target.end_line})"
     interactive = err.is_terminal and not quiet
@@ -315,35 +320,74 @@ def rewrite(
             err.print(f"wrote {source.path}")
 
 
-def rewrite_several(decoder, source, spec, targets, instruction, apply_, as_json, quiet, context_tokens) -> None:
-    """Several functions of one file: rewritten bottom-up in one process, so they share the file's prompt
-    prefix (system prompt and file context are read once); the file is written once, atomically."""
-    from dataclasses import asdict
+def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> None:
+    """Several functions of one file, each exactly as one --function would be (the same checks, --force,
+    --show, --trace per function), rewritten bottom-up in one process so that they share the file's prompt
+    prefix; the accepted ones are written together, once, atomically."""
+    from .display import LiveProgress, show_pieces, summary_line
+    from .rewrite import RewriteError, Rewriter, SourceFile, unified_diff, write_atomically
 
-    from .batch import FileJob, rewrite_file
-    from .rewrite import Rewriter
+    force, quiet = opts["force"], opts["quiet"]
+    rewriter = Rewriter(decoder, opts["context_tokens"], finish_refused=force)
+    current, results, refused, failed = source.text, [], [], []
+    interactive = err.is_terminal and not quiet
+    # Bottom-up: rewriting a later function never moves an earlier one, so every target's offsets still hold.
+    for target in sorted(targets, key=lambda t: t.start, reverse=True):
+        snapshot = SourceFile(source.path, source.raw, current, source.crlf)
+        try:
+            with LiveProgress(err, f"{target.name} (lines {target.line}-{target.end_line})", interactive) as bar:
+                result = rewriter.rewrite(snapshot, spec, target, instruction, bar.update)
+        except RewriteError as e:
+            failed.append(target.name)
+            err.print(f"[yellow]{target.name}: {e}; kept as it was[/]", highlight=False, soft_wrap=True)
+            continue
+        except KeyboardInterrupt:
+            fail("interrupted; nothing written", EXIT_INTERRUPTED)
+        problem = result.problem()
+        if problem:
+            err.print(f"[yellow]warning: {target.name}: {problem}[/]", highlight=False, soft_wrap=True)
+        if problem and not force:
+            refused.append(target.name)
+        else:
+            current = result.new_text
+        results.append(result)
+        if opts["trace_path"]:
+            from .trace import render_html
 
-    job = FileJob(source.path, spec, targets)
-    try:
-        outcome = rewrite_file(Rewriter(decoder, context_tokens), job, instruction, apply_, str(source.path))
-    except KeyboardInterrupt:
-        fail("interrupted; nothing written", EXIT_INTERRUPTED)
-    if as_json:
-        click.echo(json.dumps(asdict(outcome), indent=1))
-    elif not apply_:
-        click.echo(outcome.diff, nl=False)
-    for name, why in outcome.failures:
-        err.print(f"[yellow]{name}: {why}; kept as it was[/]", highlight=False, soft_wrap=True)
-    if outcome.status == "skipped":
-        fail(outcome.reason, EXIT_CHANGED)
-    if not quiet:
-        err.print(
-            f"{outcome.rewritten} of {outcome.functions} functions rewritten · {outcome.tokens} tokens"
-            + (f" · wrote {source.path}" if apply_ and outcome.status == "rewritten" else ""),
-            highlight=False,
-        )
-    if outcome.failures and not outcome.rewritten:
-        sys.exit(EXIT_UNPARSABLE)
+            path = opts["trace_path"]
+            path = path.with_name(f"{path.stem}.{target.name}{path.suffix}")
+            path.write_text(render_html(result.trace, f"editspec: {target.name} — {instruction}"))
+            if not quiet:
+                err.print(f"trace of {target.name} written to {path}")
+        if not quiet:
+            err.print(f"{target.name}: {summary_line(result.stats, decoder.verify_seconds)}", highlight=False)
+    results.reverse()  # in file order
+    diff = unified_diff(source.text, current, source.path)
+    if opts["as_json"]:
+        functions = [dict(r.to_json(), applied=r.target.name not in refused) for r in results]
+        failures = [{"target": name, "error": "failed"} for name in failed]
+        click.echo(json.dumps({"file": str(source.path), "functions": functions + failures, "diff": diff}, indent=1))
+    elif opts["show"]:
+        out = Console(highlight=False)
+        for r in results:
+            out.print(f"── {r.target.name} ──")
+            show_pieces(out, r.pieces)
+    elif not opts["apply"]:
+        click.echo(diff, nl=False)
+    if opts["apply"]:
+        if current != source.text:
+            try:
+                write_atomically(source.path, source.encode(current), source.raw)
+            except RewriteError as e:
+                fail(str(e), EXIT_CHANGED)
+            if not quiet:
+                err.print(f"wrote {source.path}")
+        elif not quiet:
+            err.print("no change; file left as it was")
+        if refused:
+            fail(f"not written: {', '.join(refused)} (see the warnings; --force writes them)", EXIT_UNPARSABLE)
+    if failed:
+        sys.exit(EXIT_INPUT)
 
 
 @main.group(invoke_without_command=True)

@@ -70,11 +70,33 @@ class SourceFile:
         return cls.from_bytes(raw, path)
 
     def encode(self, text: str) -> bytes:
-        return (text.replace("\n", "\r\n") if self.crlf else text).encode("utf-8")
+        """The file's bytes for a new "\n" text: every line that is still there keeps its own line end (a
+        file may mix them); a new line takes the ending of the lines it replaces, else of the line before it."""
+        if not self.crlf:
+            return text.encode("utf-8")
+        old = _lines_at_lf(self.raw.decode("utf-8"))
+        new = _lines_at_lf(text)
+        bare = [line.replace("\r\n", "\n") for line in old]
+        out: list[str] = []
+        matcher = difflib.SequenceMatcher(a=bare, b=new, autojunk=False)
+        for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+            if tag == "equal":
+                out.extend(old[i1:i2])
+                continue
+            replaced = old[i1:i2] or old[max(i1 - 1, 0) : i1] or old[:1]
+            crlf = sum(line.endswith("\r\n") for line in replaced) * 2 >= len(replaced) > 0
+            for line in new[j1:j2]:
+                out.append(line[:-1] + "\r\n" if crlf and line.endswith("\n") else line)
+        return "".join(out).encode("utf-8")
 
     @property
     def digest(self) -> str:
         return hashlib.sha256(self.raw).hexdigest()
+
+
+def _lines_at_lf(text: str) -> list[str]:
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 def write_atomically(path: Path, data: bytes, expected: bytes) -> None:

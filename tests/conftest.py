@@ -42,3 +42,15 @@ def isolated_cache(tmp_path_factory, monkeypatch):
     monkeypatch.setenv("EDITSPEC_MODEL", "tiny")
     monkeypatch.delenv("EDITSPEC_DRAFT_MODEL", raising=False)
     monkeypatch.delenv("EDITSPEC_GPU_LAYERS", raising=False)
+
+
+@pytest.fixture
+def scripted_model(monkeypatch):
+    """The CLI (in-process) on the scripted model of tests/scripted.py: every answer known to the character."""
+    import editspec.decoding
+    from tests.scripted import ScriptedBackend
+
+    def open_decoder(model=None, draft_model=None, *, options=None, **_):
+        return editspec.decoding.Decoder(ScriptedBackend(), options)
+
+    monkeypatch.setattr(editspec.decoding, "open_decoder", open_decoder)

@@ -1,0 +1,198 @@
+"""The CLI's promises, on the scripted model (tests/scripted.py) where every answer is known to the character:
+line ends, --range and --line, several --function, exit codes, --trace, the trailing newline."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from editspec.cli import EXIT_CHANGED, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_UNPARSABLE, EXIT_USAGE, main
+from tests.raw_lsp import scripted
+
+TWO = (
+    "import math\n\n\n"
+    "class Rect:\n"
+    "    def __init__(self, w, h):\n"
+    "        self.w, self.h = w, h\n\n\n"
+    "def total(xs):\n"
+    "    s = 0\n"
+    "    for x in xs:\n"
+    "        s = s + x\n"
+    "    return s\n"
+)
+USE_SUM = scripted(("    s = 0\n    for x in xs:\n        s = s + x\n    return s", "    return sum(xs)"))
+
+
+def run(*args, input=None):
+    result = CliRunner().invoke(main, ["rewrite", *args, "-q"], input=input)
+    return result
+
+
+@pytest.fixture
+def two(tmp_path, scripted_model):
+    path = tmp_path / "two.py"
+    path.write_bytes(TWO.encode())
+    return path
+
+
+def test_a_file_with_mixed_line_ends_keeps_each_line_s_own(tmp_path, scripted_model):
+    mixed = TWO.replace("import math\n", "import math\r\n").replace("    s = 0\n", "    s = 0\r\n")
+    path = tmp_path / "mixed.py"
+    path.write_bytes(mixed.encode())
+    result = run(str(path), "-f", "total", "-i", scripted(("for x in xs", "for x in list(xs)")), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_bytes() == mixed.replace("for x in xs", "for x in list(xs)").encode()
+
+
+def test_a_crlf_file_stays_crlf_and_new_lines_get_crlf(tmp_path, scripted_model):
+    path = tmp_path / "win.py"
+    path.write_bytes(TWO.replace("\n", "\r\n").encode())
+    result = run(str(path), "-f", "total", "-i", USE_SUM, "--apply")
+    assert result.exit_code == 0, result.output
+    expected = TWO.replace("    s = 0\n    for x in xs:\n        s = s + x\n    return s", "    return sum(xs)")
+    assert path.read_bytes() == expected.replace("\n", "\r\n").encode()
+
+
+def test_the_trailing_newline_or_its_absence_is_kept(tmp_path, scripted_model):
+    path = tmp_path / "no_eol.py"
+    path.write_bytes(TWO.rstrip("\n").encode())
+    assert run(str(path), "-f", "total", "-i", USE_SUM, "--apply").exit_code == 0
+    assert (
+        path.read_bytes()
+        == TWO.rstrip("\n")
+        .replace("    s = 0\n    for x in xs:\n        s = s + x\n    return s", "    return sum(xs)")
+        .encode()
+    )
+
+
+def test_range_counts_the_file_s_own_bytes(tmp_path, scripted_model):
+    crlf = TWO.replace("\n", "\r\n").encode()
+    path = tmp_path / "win.py"
+    path.write_bytes(crlf)
+    # The last byte of Rect's body on disk; in the "\n" text that offset is 9 bytes further: inside total.
+    at = crlf.index(b"self.w, self.h = w, h") + 20
+    result = run(str(path), "--range", f"{at}:{at}", "-i", "unchanged", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["target"]["name"] == "Rect.__init__"
+    outside = run(str(path), "--range", f"{len(crlf) + 1}:{len(crlf) + 2}", "-i", "x")
+    assert outside.exit_code == EXIT_INPUT and "outside the file" in outside.output
+
+
+def test_line_and_column_pick_the_innermost_definition(two):
+    def target(where):
+        result = run(str(two), "--line", where, "-i", "unchanged", "--json")
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["target"]["name"]
+
+    assert target("4") == "Rect"
+    assert target("5:5") == "Rect.__init__"
+    assert target("11:9") == "total"
+    missing = run(str(two), "--line", "2", "-i", "x")
+    assert missing.exit_code == EXIT_INPUT and "no function" in missing.output
+
+
+# -- several --function -------------------------------------------------------------------------------------------
+
+ADD_DOC = scripted(
+    ("class Rect:\n", 'class Rect:\n    """A rectangle."""\n\n'), ("def total(xs):\n", "def total(xs):\n    # sum\n")
+)
+# total's answer also defines Rect again, before total: refused, as one --function refuses it.
+COPIES_RECT = scripted(
+    ("def total(xs):\n", "class Rect:\n    pass\n\n\ndef total(xs):\n"),
+    ("class Rect:\n    def", "class Rect:\n    # r\n    def"),
+)
+
+
+def test_several_functions_a_class_among_them(two):
+    result = run(str(two), "-f", "Rect", "-f", "total", "-i", ADD_DOC, "--apply")
+    assert result.exit_code == 0, result.output
+    expected = TWO.replace("class Rect:\n", 'class Rect:\n    """A rectangle."""\n\n').replace(
+        "def total(xs):\n", "def total(xs):\n    # sum\n"
+    )
+    assert two.read_text() == expected
+
+
+def test_several_functions_refuse_per_function_as_one_does(two):
+    diff = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT)
+    assert diff.exit_code == 0, diff.output  # no --apply: the diff of what would be written, and a warning
+    assert "+    # r" in diff.stdout and "class Rect:\n+    pass" not in diff.stdout
+    assert "total: the model wrote more than total" in diff.stderr
+
+    applied = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT, "--apply")
+    assert applied.exit_code == EXIT_UNPARSABLE, applied.output
+    assert two.read_text() == TWO.replace("class Rect:\n    def", "class Rect:\n    # r\n    def")  # Rect only
+
+    as_json = json.loads(run(str(two), "-f", "Rect", "-f", "total", "-i", "unchanged", "--json").stdout)
+    assert [f["target"]["name"] for f in as_json["functions"]] == ["Rect", "total"]
+    assert all(f["applied"] and f["problem"] is None for f in as_json["functions"])
+
+
+def test_several_functions_with_force_show_and_trace(two, tmp_path):
+    forced = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT, "--apply", "--force")
+    assert forced.exit_code == 0, forced.output
+    assert two.read_text().count("class Rect:") == 2  # forced: written as the model wrote it
+    two.write_text(TWO)
+    shown = run(str(two), "-f", "Rect", "-f", "total", "-i", ADD_DOC, "--show")
+    assert shown.exit_code == 0
+    assert "── Rect ──" in shown.stdout and "── total ──" in shown.stdout and "# sum" in shown.stdout
+    traced = run(str(two), "-f", "Rect", "-f", "total", "-i", ADD_DOC, "--trace", str(tmp_path / "t.html"))
+    assert traced.exit_code == 0
+    assert "# sum" in (tmp_path / "t.total.html").read_text()
+    assert "A rectangle" in (tmp_path / "t.Rect.html").read_text()
+
+
+# -- exit codes ---------------------------------------------------------------------------------------------------
+
+
+def test_apply_refuses_when_the_file_changed_on_disk(two, monkeypatch):
+    import editspec.rewrite
+
+    original = editspec.rewrite.Rewriter.rewrite
+
+    def rewrite_while_someone_saves(self, source, *args, **kwargs):
+        result = original(self, source, *args, **kwargs)
+        two.write_text(two.read_text() + "# saved meanwhile\n")
+        return result
+
+    monkeypatch.setattr(editspec.rewrite.Rewriter, "rewrite", rewrite_while_someone_saves)
+    result = run(str(two), "-f", "total", "-i", USE_SUM, "--apply")
+    assert result.exit_code == EXIT_CHANGED and "changed on disk" in result.output
+    assert two.read_text() == TWO + "# saved meanwhile\n"
+    several = run(str(two), "-f", "total", "-f", "Rect", "-i", USE_SUM, "--apply")
+    assert several.exit_code == EXIT_CHANGED and "changed on disk" in several.output
+    assert two.read_text() == TWO + "# saved meanwhile\n" * 3  # the user's saves, nothing of ours
+
+
+def test_interrupted_is_130_and_nothing_written(two, monkeypatch):
+    import editspec.rewrite
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(editspec.rewrite.Rewriter, "rewrite", interrupted)
+    for args in (["-f", "total"], ["-f", "total", "-f", "Rect"]):
+        result = run(str(two), *args, "-i", USE_SUM, "--apply")
+        assert result.exit_code == EXIT_INTERRUPTED, result.output
+        assert two.read_text() == TWO
+
+
+def test_bad_usage_is_2(two):
+    assert run(str(two), "-f", "total", "-i", "x", "--no-such-option").exit_code == EXIT_USAGE
+    assert run(str(two), "-f", "total").exit_code == EXIT_USAGE  # no instruction
+
+
+def test_trace_writes_the_page(two, tmp_path):
+    result = run(str(two), "-f", "total", "-i", USE_SUM, "--trace", str(tmp_path / "t.html"))
+    assert result.exit_code == 0
+    page = (tmp_path / "t.html").read_text()
+    assert page.startswith("<!DOCTYPE html>") and "sum(xs)" in page
+
+
+def test_no_speculation_writes_what_speculation_writes(two):
+    spec = run(str(two), "-f", "total", "-i", USE_SUM, "--json")
+    plain = run(str(two), "-f", "total", "-i", USE_SUM, "--json", "--no-speculation")
+    a, b = json.loads(spec.stdout), json.loads(plain.stdout)
+    assert a["new_region"] == b["new_region"] and "sum(xs)" in a["new_region"]
+    assert a["stats"]["drafted_tokens"] > 0 and b["stats"]["drafted_tokens"] == 0
