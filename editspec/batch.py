@@ -12,6 +12,7 @@ import fnmatch
 import hashlib
 import json
 import os
+import subprocess
 from collections.abc import Callable, Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -46,16 +47,38 @@ def _ignored(specs: list[tuple[Path, pathspec.PathSpec]], path: Path, is_dir: bo
     return False
 
 
+def _git_listed(root: Path) -> list[Path] | None:
+    """The files git sees under a directory in a work tree (tracked, and untracked but not ignored: every
+    .gitignore up to the repository's root, .git/info/exclude and the global excludes file, as git reads
+    them), or None outside a work tree or without git."""
+    try:
+        out = subprocess.run(
+            ["git", "-C", str(root), "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", "."],
+            capture_output=True,
+            timeout=120,
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return None
+    if out.returncode != 0:
+        return None
+    names = sorted(set(os.fsdecode(n) for n in out.stdout.split(b"\0") if n))
+    return [root / name for name in names if not any(part == ".git" for part in Path(name).parts)]
+
+
 def collect_files(roots: Iterable[Path], glob: str | None = None) -> list[Path]:
-    """Source files under the roots in a supported language, minus what .gitignore files ignore;
-    links are never followed out of their root."""
+    """Source files under the roots in a supported language, minus what git ignores (inside a work tree, git
+    is asked; elsewhere the .gitignore files under the roots are read); links are never followed out of their
+    root."""
     found: list[Path] = []
     for root in roots:
         if not root.exists():
             raise BatchError(f"no such file or directory: {root}")
         base = root.resolve()
+        listed = None if root.is_file() else _git_listed(root)
         if root.is_file():
-            candidates = [(root, root.name)]
+            candidates = [(root, root.name)]  # named on the command line: taken even if ignored
+        elif listed is not None:
+            candidates = [(path, path.relative_to(root).as_posix()) for path in listed]
         else:
             candidates = []
             specs: list[tuple[Path, pathspec.PathSpec]] = []

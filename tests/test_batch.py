@@ -43,6 +43,25 @@ def test_collect_respects_gitignore_globs_and_links(tmp_path):
     assert [p.name for p in collect_files([tmp_path], "*.go")] == ["stack.go"]
 
 
+def test_collect_asks_git_inside_a_work_tree(tmp_path, monkeypatch):
+    """`editspec batch src/` honours the repository root's .gitignore, .git/info/exclude and the global
+    excludes file, as git does (it asks git)."""
+    repo = tmp_path / "repo"
+    (repo / "src" / "gen").mkdir(parents=True)
+    subprocess.run(["git", "init", "-q", str(repo)], check=True)
+    (repo / ".gitignore").write_text("src/gen/\n")
+    (repo / ".git" / "info" / "exclude").write_text("local_*.py\n")
+    (tmp_path / "global-ignore").write_text("*.bak.py\n")
+    (tmp_path / "gitconfig").write_text(f"[core]\n\texcludesFile = {tmp_path / 'global-ignore'}\n")
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", str(tmp_path / "gitconfig"))
+    for name in ("a.py", "gen/b.py", "local_c.py", "d.bak.py"):
+        (repo / "src" / name).write_text("def f():\n    pass\n")
+    assert [p.name for p in collect_files([repo / "src"])] == ["a.py"]
+    assert sorted(p.name for p in collect_files([repo])) == ["a.py"]
+    # A file named on the command line is taken even when ignored.
+    assert collect_files([repo / "src" / "local_c.py"]) == [repo / "src" / "local_c.py"]
+
+
 def test_select_functions_only_and_never_overlapping():
     source = b"class A:\n    def f(self):\n        def inner():\n            pass\n\n    def g(self):\n        pass\n"
     spec = language_for("x.py")
