@@ -337,9 +337,12 @@ def gpu_layers(value: int | str | None) -> int:
     return n
 
 
+CPUINFO = "/proc/cpuinfo"
+
+
 def cpu_has_amx() -> bool:
     try:
-        with open("/proc/cpuinfo") as f:
+        with open(CPUINFO) as f:
             return any(line.startswith("flags") and "amx_tile" in line for line in f)
     except OSError:
         return False

@@ -122,10 +122,11 @@ class RawClient:
         env: dict | None = None,
         incremental: bool = True,
         module: str = "tests.scripted_lsp",
+        args: tuple[str, ...] = (),
     ):
         full_env = dict(os.environ, **(env or {}))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", module],
+            [sys.executable, "-m", module, *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -251,6 +252,9 @@ class RawClient:
             {"uri": uri, "position": {"line": line, "character": character}, "instruction": instruction}, **extra
         )
         return self.request("workspace/executeCommand", {"command": "editspec.rewrite", "arguments": [args]})
+
+    def stderr_text(self) -> str:
+        return b"".join(self.stderr).decode(errors="replace")
 
     def alive(self) -> bool:
         return self.proc.poll() is None

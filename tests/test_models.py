@@ -310,6 +310,23 @@ def test_gpu_layers_are_part_of_the_calibration_identity(backend):
     assert backend.n_gpu_layers == 0
 
 
+@pytest.mark.parametrize("flags, allowed", [("fpu avx2 amx_bf16 amx_tile amx_int8", False), ("fpu avx2 avx512f", True)])
+def test_amx_is_detected_and_switches_extra_buffers_off(monkeypatch, tmp_path, flags, allowed):
+    import llama_cpp.llama_cpp as L
+
+    import editspec.models
+    from editspec.backend import LlamaBackend
+
+    cpuinfo = tmp_path / "cpuinfo"
+    cpuinfo.write_text(f"processor\t: 0\nflags\t\t: {flags}\n")
+    monkeypatch.setattr(editspec.models, "CPUINFO", str(cpuinfo))
+    seen = []
+    monkeypatch.setattr(L, "llama_model_load_from_file", lambda path, params: seen.append(params.use_extra_bufts))
+    with pytest.raises(ModelError):
+        LlamaBackend("tiny")
+    assert seen == [allowed]
+
+
 def test_extra_buffers_can_be_forced(monkeypatch):
     monkeypatch.setenv("EDITSPEC_EXTRA_BUFFERS", "0")
     assert extra_buffers_allowed() is False

@@ -1,0 +1,176 @@
+"""The language server's settings and documented behaviours, each observed from the client's side, on the
+scripted model (tests/scripted.py) so that every edit is known."""
+
+from __future__ import annotations
+
+import json
+import time
+
+import pytest
+
+from tests.raw_lsp import RawClient, scripted
+from tests.test_lsp_hostile import SLOW, SLOW_EDIT, SUM, TOTAL, USE_SUM, code_action
+
+URI = "file:///work/settings.py"
+OTHER = "file:///work/other.py"
+HEAD = "import math\nimport os\n\n\n"
+
+
+@pytest.fixture
+def make_client():
+    clients = []
+
+    def make(settings=None, delay=0.0, args=(), **kw) -> RawClient:
+        c = RawClient(settings=settings, env={"EDITSPEC_SCRIPTED_DELAY": str(delay)}, args=args, **kw)
+        clients.append(c)
+        return c
+
+    yield make
+    for c in clients:
+        c.close()
+
+
+def start(make_client, settings=None, delay=0.0, **kw) -> RawClient:
+    c = make_client(settings=dict({"editIntervalMs": 0}, **(settings or {})), delay=delay, **kw)
+    c.initialize()
+    c.editor.open(URI, HEAD + TOTAL)
+    return c
+
+
+def rewrite(c: RawClient, instruction: str, uri: str = URI, **extra) -> dict:
+    reply = c.response(c.rewrite(uri, 4, 4, instruction, **extra))
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+def edits_of_rewrites(c: RawClient) -> int:
+    return len([p for p in c.editor.applied if p.get("label") != "editspec: restore"])
+
+
+def loader_calls(c: RawClient) -> list[dict]:
+    prefix = "scripted open_decoder: "
+    return [json.loads(line[len(prefix) :]) for line in c.stderr_text().splitlines() if line.startswith(prefix)]
+
+
+def test_streaming_final_sends_one_edit_and_edits_stream_several(make_client):
+    final = start(make_client, {"streaming": "final"}, delay=0.02)
+    assert rewrite(final, SLOW_EDIT)["applied"] is True
+    assert len(final.editor.applied) == 1 and final.editor.text(URI) == HEAD + SLOW
+    streamed = start(make_client, {"streaming": "edits"}, delay=0.02)
+    assert rewrite(streamed, SLOW_EDIT)["applied"] is True
+    assert len(streamed.editor.applied) > 2 and streamed.editor.text(URI) == HEAD + SLOW
+
+
+def test_edit_interval_spaces_the_streamed_edits(make_client):
+    often = start(make_client, {"editIntervalMs": 0}, delay=0.05)
+    rewrite(often, SLOW_EDIT)
+    rarely = start(make_client, {"editIntervalMs": 60_000}, delay=0.05)
+    rewrite(rarely, SLOW_EDIT)
+    assert len(rarely.editor.applied) <= 2 < len(often.editor.applied)  # at most the first streamed one, the final
+    assert rarely.editor.text(URI) == often.editor.text(URI) == HEAD + SLOW
+
+
+def test_preload_loads_the_model_at_initialize_with_progress_and_can_be_switched_off(make_client):
+    eager = start(make_client, {"preload": True})
+    eager.wait_for(lambda m: m.get("method") == "window/workDoneProgress/create")
+    time.sleep(0.5)
+    assert len(loader_calls(eager)) == 1
+    lazy = start(make_client, {"preload": False})
+    time.sleep(1.0)
+    assert loader_calls(lazy) == []
+    assert not any(m.get("method") == "window/workDoneProgress/create" for m in lazy.received)
+    assert rewrite(lazy, USE_SUM)["applied"] is True and len(loader_calls(lazy)) == 1
+
+
+@pytest.mark.parametrize("read_ahead", [True, False])
+def test_read_ahead_reads_the_prompt_while_the_instruction_is_typed(make_client, read_ahead):
+    c = start(make_client, {"readAhead": read_ahead})
+    assert rewrite(c, "unchanged")["applied"] is True  # the model is loaded and idle
+    c.editor.change(URI, 0, 0, "import sys\n")  # a new version: a new prompt prefix
+    assert code_action(c, URI, 5, 4)["result"]
+    time.sleep(0.5)
+    stats = c.response(c.rewrite(URI, 5, 4, USE_SUM))["result"]["stats"]
+    reused = stats["reused_prompt_tokens"] / stats["prompt_tokens"]
+    # Without it, only the system prompt is still in the KV cache from the last rewrite (about half).
+    assert (reused > 0.7) if read_ahead else (reused < 0.6), stats
+
+
+def test_context_tokens_bound_the_file_context(make_client):
+    prompts = []
+    for tokens in (0, 256):
+        c = start(make_client, {"contextTokens": tokens})
+        prompts.append(rewrite(c, USE_SUM)["stats"]["prompt_tokens"])
+    assert prompts[0] + len("import math\nimport os\n") <= prompts[1]
+
+
+def test_model_settings_reach_the_loader_and_a_change_reloads(make_client):
+    c = start(make_client, {"prefixCacheMb": 7, "gpuLayers": 2, "threads": 1, "maxTokens": 99, "model": "tiny"})
+    rewrite(c, "unchanged")
+    first = loader_calls(c)[-1]
+    assert (first["prefix_cache_mb"], first["gpu_layers"], first["threads"], first["max_tokens"], first["model"]) == (
+        7,
+        2,
+        1,
+        99,
+        "tiny",
+    )
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"prefixCacheMb": 9}}})
+    rewrite(c, "unchanged")
+    assert len(loader_calls(c)) == 2 and loader_calls(c)[-1]["prefix_cache_mb"] == 9
+
+
+def test_nested_settings_and_their_validation(make_client):
+    c = start(make_client)
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"streaming": "sideways"}}})
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert "streaming" in shown["params"]["message"]
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"streaming": "final"}}})
+    assert rewrite(c, USE_SUM)["applied"] is True
+    assert len(c.editor.applied) == 1  # the valid nested setting took effect; the bad one changed nothing
+    bad = make_client(settings={"temperature": "hot"})
+    bad.initialize()
+    shown = bad.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert "temperature" in shown["params"]["message"] and "defaults" in shown["params"]["message"]
+
+
+def test_a_refused_result_is_put_back_with_a_message(make_client):
+    c = start(make_client, delay=0.02)
+    # The answer writes the function twice: refused.
+    twice = scripted(("def total(values):\n", "def total(values):\n    pass\n\n\ndef total(values):\n"))
+    result = rewrite(c, twice)
+    assert result["applied"] is False and result["reason"] == "refused"
+    assert c.editor.text(URI) == HEAD + TOTAL
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert "not applied" in shown["params"]["message"]
+
+
+def test_a_client_without_apply_edit_gets_an_error(make_client):
+    c = make_client(capabilities={"window": {"workDoneProgress": True}})
+    c.initialize()
+    c.editor.open(URI, HEAD + TOTAL)
+    reply = c.response(c.rewrite(URI, 4, 4, USE_SUM))
+    assert reply["error"]["code"] == -32602 and "applyEdit" in reply["error"]["message"]
+
+
+def test_the_range_argument(make_client):
+    c = start(make_client)
+    args = {"uri": URI, "range": {"start": {"line": 6, "character": 8}, "end": {"line": 6, "character": 12}}}
+    reply = c.call(
+        "workspace/executeCommand", {"command": "editspec.rewrite", "arguments": [dict(args, instruction=USE_SUM)]}
+    )
+    assert reply["result"]["applied"] is True and c.editor.text(URI) == HEAD + SUM
+
+
+def test_cancel_without_an_argument_cancels_every_rewrite_and_documents_queue(make_client):
+    c = start(make_client, delay=0.05)
+    c.editor.open(OTHER, HEAD + TOTAL)
+    first, second = c.rewrite(URI, 4, 4, SLOW_EDIT), c.rewrite(OTHER, 4, 4, SLOW_EDIT)
+    c.wait_for(lambda m: m.get("method") == "workspace/applyEdit")
+    cancelled = c.call("workspace/executeCommand", {"command": "editspec.cancel"})["result"]["cancelled"]
+    assert sorted(cancelled) == sorted([URI, OTHER])
+    assert {c.response(first)["result"]["reason"], c.response(second)["result"]["reason"]} == {"cancelled"}
+    assert c.editor.text(URI) == c.editor.text(OTHER) == HEAD + TOTAL
+    # Queued across documents: both run, one after the other, each to the end.
+    first, second = c.rewrite(URI, 4, 4, SLOW_EDIT), c.rewrite(OTHER, 4, 4, USE_SUM)
+    assert c.response(first)["result"]["applied"] and c.response(second)["result"]["applied"]
+    assert c.editor.text(URI) == HEAD + SLOW and c.editor.text(OTHER) == HEAD + SUM
