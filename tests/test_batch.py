@@ -1,13 +1,8 @@
 """`editspec batch`: which files and functions, patch or apply, interruption and resume."""
 
 import hashlib
-import json
-import os
 import shutil
-import signal
 import subprocess
-import sys
-import time
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -103,8 +98,7 @@ def test_patch_mode_changes_nothing(tmp_path):
     assert result.exit_code == 0, result.output
     assert {p.name: p.read_bytes() for p in tree.iterdir()} == before
     assert "1 files:" in result.output and "functions done" in result.output
-    text = patch.read_text()
-    assert text == "" or text.startswith("--- a/") and "stack.go" in text  # (a non-empty patch: see below)
+    # What the patch holds, exactly: tests/test_batch_exact.py (the scripted model).
     assert not (tmp_path / "s.json").exists()  # a finished run leaves no state behind
 
 
@@ -132,53 +126,6 @@ def test_a_file_changed_on_disk_is_skipped_and_left_alone(tmp_path, backend):
     outcome = rewrite_file(rewriter, FileJob(path, spec, targets), "Add a comment.", True, "stack.go")
     assert outcome.status == "skipped" and "changed on disk" in outcome.reason
     assert path.read_text().endswith("// edited meanwhile\n")
-
-
-def test_interrupted_batch_resumes_and_never_half_writes(tmp_path):
-    tree = copy_tree(tmp_path)
-    originals = {p.name: sha(p) for p in tree.iterdir()}
-    state = tmp_path / "state.json"
-    command = [
-        sys.executable,
-        "-m",
-        "editspec.cli",
-        "batch",
-        str(tree),
-        "--apply",
-        "-q",
-        "--state",
-        str(state),
-        "-i",
-        "Add a one-line comment that says what the function does.",
-        "--max-tokens",
-        "100",
-    ]
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.time() + 120
-    while time.time() < deadline and proc.poll() is None:
-        if state.exists() and json.loads(state.read_text())["files"]:
-            break
-        time.sleep(0.05)
-    assert proc.poll() is None, "the run finished before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
-    out, err = proc.communicate(timeout=120)
-    assert proc.returncode == 130, err
-    assert "Run the same command again to resume" in err
-    recorded = json.loads(state.read_text())["files"]
-    assert 1 <= len(recorded) < 2
-    for path in tree.iterdir():
-        entry = recorded.get(os.path.relpath(path))
-        allowed = {originals[path.name]} | ({entry["sha_after"]} if entry and entry["sha_after"] else set())
-        assert sha(path) in allowed, f"{path.name} is neither as it was nor fully rewritten"
-
-    done_before = {name: sha(tree / Path(name).name) for name in recorded}
-    resumed = subprocess.run(command, capture_output=True, text=True, timeout=300)
-    assert resumed.returncode == 0, resumed.stderr
-    assert "resuming: 1 file(s) already done" in resumed.stderr
-    assert "2 files:" in resumed.stderr
-    for name, digest in done_before.items():
-        assert sha(tree / Path(name).name) == digest  # not redone
-    assert not state.exists()
 
 
 def test_batch_patches_apply_with_git_from_inside_and_outside(tmp_path, monkeypatch):

@@ -196,3 +196,47 @@ def test_no_speculation_writes_what_speculation_writes(two):
     a, b = json.loads(spec.stdout), json.loads(plain.stdout)
     assert a["new_region"] == b["new_region"] and "sum(xs)" in a["new_region"]
     assert a["stats"]["drafted_tokens"] > 0 and b["stats"]["drafted_tokens"] == 0
+
+
+def test_stdin_in_and_the_new_file_out(scripted_model):
+    result = run("-", "--language", "python", "-f", "total", "-i", USE_SUM, "--apply", input=TWO)
+    assert result.exit_code == 0, result.output
+    assert result.stdout == TWO.replace(
+        "    s = 0\n    for x in xs:\n        s = s + x\n    return s", "    return sum(xs)"
+    )
+    several = run("-", "--language", "python", "-f", "total", "-f", "Rect", "-i", "x", input=TWO)
+    assert several.exit_code == EXIT_INPUT and "standard input" in several.output
+
+
+def test_show_prints_the_new_code(two):
+    result = run(str(two), "-f", "total", "-i", USE_SUM, "--show")
+    assert result.exit_code == 0
+    assert "legend:" in result.stdout and "return sum(xs)" in result.stdout and "s = s + x" not in result.stdout
+
+
+def test_a_method_in_a_crlf_file_keeps_its_class_indentation(tmp_path, scripted_model):
+    path = tmp_path / "win.py"
+    path.write_bytes(TWO.replace("\n", "\r\n").encode())
+    result = run(
+        str(path),
+        "-f",
+        "Rect.__init__",
+        "-i",
+        scripted(("self.w, self.h = w, h", "self.w = w\n        self.h = h")),
+        "--apply",
+    )
+    assert result.exit_code == 0, result.output
+    expected = TWO.replace("        self.w, self.h = w, h\n", "        self.w = w\n        self.h = h\n")
+    assert path.read_bytes() == expected.replace("\n", "\r\n").encode()
+
+
+def test_generation_stops_early_when_the_model_goes_on_to_copy_another_definition(two):
+    copy = "\n\n\nclass Rect:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n" * 3
+    result = run(str(two), "-f", "total", "-i", scripted(("    return s", "    return sum(xs)" + copy)), "--json")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.stdout)
+    assert data["left_out"] == ["Rect"] and data["problem"] is None
+    assert data["new_region"] == "def total(xs):\n    s = 0\n    for x in xs:\n        s = s + x\n    return sum(xs)\n"
+    written = len(data["new_region"]) + len(copy)  # bytes (= tokens here) of the whole scripted answer
+    assert data["stats"]["generated_tokens"] < written - len(copy) // 2, data["stats"]
+    assert data["stats"]["stop_reason"] == "extra_definition"

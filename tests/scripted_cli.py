@@ -1,0 +1,13 @@
+"""`python -m tests.scripted_cli ...`: the editspec CLI with the scripted model (tests/scripted.py)."""
+
+import editspec.decoding
+from editspec.cli import main
+from tests.scripted import scripted_decoder
+
+
+def open_decoder(model=None, draft_model=None, *, options=None, **_):
+    return scripted_decoder(options)
+
+
+editspec.decoding.open_decoder = open_decoder
+main()

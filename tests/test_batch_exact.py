@@ -1,0 +1,133 @@
+"""Batch mode's promises on the scripted model (tests/scripted.py), where every rewrite is known exactly:
+the patch, interruption and resume (in apply and patch mode, after a finished file was edited), --fresh."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from click.testing import CliRunner
+
+from editspec.cli import main
+from tests.raw_lsp import ROOT, scripted
+
+SAMPLES = ROOT / "samples"
+WIDEN = scripted(("return ", "return  "))  # valid in every language here, and visible in every function
+
+
+def make_tree(tmp_path: Path, names=("shapes.py", "stack.go", "users.ts")) -> Path:
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in names:
+        shutil.copy(SAMPLES / name, tree / name)
+    return tree
+
+
+def widened(text: str) -> str:
+    return text.replace("return ", "return  ")
+
+
+def test_the_patch_is_exactly_the_rewrites_and_applies(tmp_path, scripted_model, monkeypatch):
+    tree = make_tree(tmp_path)
+    before = {p.name: p.read_text() for p in tree.iterdir()}
+    monkeypatch.chdir(tmp_path)
+    result = CliRunner().invoke(main, ["batch", "tree", "-i", WIDEN, "-q", "--state", str(tmp_path / "s.json")])
+    assert result.exit_code == 0, result.output
+    assert {p.name: p.read_text() for p in tree.iterdir()} == before  # patch mode writes nothing
+    patch = result.stdout
+    assert patch.count("+++ b/tree/") == 3
+    applied = subprocess.run(["git", "apply", "-"], input=patch, text=True, cwd=tmp_path, capture_output=True)
+    assert applied.returncode == 0, applied.stderr
+    for name, text in before.items():
+        assert (tree / name).read_text() == widened(text), name
+
+
+def scripted_batch(tree: Path, state: Path, *extra: str, delay: float = 0.0):
+    command = [sys.executable, "-m", "tests.scripted_cli", "batch", str(tree), "-q", "--state", str(state)]
+    env = dict(os.environ, EDITSPEC_SCRIPTED_DELAY=str(delay))
+    return command + ["-i", WIDEN, *extra], env
+
+
+def interrupt_after_first_file(tree: Path, state: Path, *extra: str) -> None:
+    command, env = scripted_batch(tree, state, *extra, delay=0.05)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    deadline = time.time() + 60
+    while time.time() < deadline and proc.poll() is None:
+        if state.exists() and json.loads(state.read_text())["files"]:
+            break
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    assert "Run the same command again to resume" in err
+
+
+def resume(tree: Path, state: Path, *extra: str) -> subprocess.CompletedProcess:
+    command, env = scripted_batch(tree, state, *extra)
+    return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+
+
+def test_interrupted_apply_never_half_writes_and_resumes(tmp_path):
+    tree = make_tree(tmp_path)
+    originals = {p.name: p.read_text() for p in tree.iterdir()}
+    state = tmp_path / "state.json"
+    interrupt_after_first_file(tree, state, "--apply")
+    done = [name for name, text in originals.items() if (tree / name).read_text() == widened(text)]
+    untouched = [name for name, text in originals.items() if (tree / name).read_text() == text]
+    assert len(done) >= 1 and sorted(done + untouched) == sorted(originals), "a file is half-written"
+    resumed = resume(tree, state, "--apply")
+    assert resumed.returncode == 0, resumed.stderr
+    assert f"resuming: {len(done)} file(s) already done" in resumed.stderr
+    for name, text in originals.items():
+        assert (tree / name).read_text() == widened(text), f"{name}: redone or not done"
+    assert not state.exists()
+
+
+def test_resume_redoes_a_finished_file_that_was_edited_since(tmp_path):
+    tree = make_tree(tmp_path)
+    originals = {p.name: p.read_text() for p in tree.iterdir()}
+    state = tmp_path / "state.json"
+    interrupt_after_first_file(tree, state, "--apply")
+    (done,) = [name for name, text in originals.items() if (tree / name).read_text() == widened(text)][:1]
+    edited = (tree / done).read_text() + "\n"
+    (tree / done).write_text(edited)
+    assert resume(tree, state, "--apply").returncode == 0
+    assert (tree / done).read_text() == widened(edited)  # done again, on the edited text
+    for name, text in originals.items():
+        if name != done:
+            assert (tree / name).read_text() == widened(text)
+
+
+def test_fresh_starts_over(tmp_path):
+    tree = make_tree(tmp_path)
+    originals = {p.name: p.read_text() for p in tree.iterdir()}
+    state = tmp_path / "state.json"
+    interrupt_after_first_file(tree, state, "--apply")
+    done = [name for name, text in originals.items() if (tree / name).read_text() == widened(text)]
+    fresh = resume(tree, state, "--apply", "--fresh")
+    assert fresh.returncode == 0 and "resuming" not in fresh.stderr
+    for name, text in originals.items():
+        assert (tree / name).read_text() == (widened(widened(text)) if name in done else widened(text)), name
+
+
+def test_interrupted_patch_mode_resumes_into_one_whole_patch(tmp_path):
+    tree = make_tree(tmp_path)
+    originals = {p.name: p.read_text() for p in tree.iterdir()}
+    state = tmp_path / "state.json"
+    patch_file = tmp_path / "out.diff"
+    interrupt_after_first_file(tree, state, "--patch", str(patch_file))
+    assert {p.name: p.read_text() for p in tree.iterdir()} == originals
+    resumed = resume(tree, state, "--patch", str(patch_file))
+    assert resumed.returncode == 0 and "resuming: 1 file(s) already done" in resumed.stderr
+    # The tree is outside the current directory: its paths are absolute without the leading /, applied from /.
+    applied = subprocess.run(["git", "apply", str(patch_file)], cwd="/", capture_output=True, text=True)
+    assert applied.returncode == 0, applied.stderr
+    for name, text in originals.items():
+        assert (tree / name).read_text() == widened(text), name
