@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from click.testing import CliRunner
 
 from editspec.cli import EXIT_INPUT, main
@@ -30,6 +32,8 @@ def test_bench_writes_the_documented_json(tmp_path):
             "plain,editspec_plain,editspec_lookup",
             "--json",
             str(out),
+            "--repeat",
+            "2",
         ],
     )
     assert result.exit_code == 0, result.output
@@ -49,11 +53,16 @@ def test_bench_writes_the_documented_json(tmp_path):
             "drafted",
             "same_as_plain",
         } <= set(m)
-    assert case["plain"]["speedup_vs_plain"] == 1.0
+    # Each ratio is that method's decode rate over plain's, as the records say (not a constant).
+    plain_rate = case["plain"]["tokens_per_s"]
+    for m in case.values():
+        assert m["speedup_vs_plain"] == pytest.approx(m["tokens_per_s"] / plain_rate, rel=0.02)
     # Our plain decoding is llama-cpp-python's plain decoding, token for token.
     assert case["editspec_plain"]["same_as_plain"] is True
     assert case["editspec_lookup"]["accepted"] <= case["editspec_lookup"]["drafted"]
-    assert report["limit"] >= 1.0
+    # Verifying 33 tokens in one pass costs far less than 33 passes on any CPU: the limit is well above 1.
+    assert report["limit"] > 1.5
+    assert report["repeat"] == 2
     assert "editspec_lookup" in result.output
 
 

@@ -13,7 +13,22 @@ VERIFY_COST = [0.0] + [1.0 + 0.25 * (m - 1) for m in range(1, 40)]
 
 
 def plain(backend, prompt, n):
-    return generate(backend, prompt, GreedyAcceptance(), max_tokens=n).tokens
+    """The obviously-correct reference, independent of the engine: argmax of the model's logits after the
+    whole history, one token at a time, from a fresh model (no KV cache, no batching)."""
+    history, out = list(prompt), []
+    while len(out) < n:
+        token = int(np.argmax(backend.logits_after(history)))
+        out.append(token)
+        history.append(token)
+        if backend.is_end_of_generation(token):
+            break
+    return out
+
+
+def test_the_reference_is_what_the_engine_does_without_a_drafter():
+    backend = FakeBackend(seed=4, source=sources()["random"])
+    prompt = [1, 2, *sources()["random"]]
+    assert plain(backend, prompt, 50) == generate(backend, prompt, GreedyAcceptance(), max_tokens=50).tokens
 
 
 def sources():

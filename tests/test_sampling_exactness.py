@@ -17,6 +17,30 @@ TEMPERATURE, TOP_P = 0.9, 0.95
 LOGITS = np.array([[2.0, 1.5, 0.3, -0.5, 1.0, -2.0], [0.1, 0.2, 1.7, -1.0, 0.4, 0.0]])
 
 
+def reference_distribution(logits, temperature: float, top_p: float = 1.0) -> np.ndarray:
+    """Written out plainly, apart from the product's: softmax(logits / T), then the smallest set of most
+    likely tokens whose mass reaches top_p, renormalised."""
+    top = max(logits)
+    weights = [math.exp((x - top) / temperature) for x in logits]
+    probs = [w / sum(weights) for w in weights]
+    kept, mass = [], 0.0
+    for i in sorted(range(len(probs)), key=lambda i: (-probs[i], i)):
+        kept.append(i)
+        mass += probs[i]
+        if mass >= top_p:
+            break
+    norm = sum(probs[i] for i in kept)
+    return np.array([probs[i] / norm if i in kept else 0.0 for i in range(len(probs))])
+
+
+def test_the_product_s_distribution_is_the_reference():
+    rng = np.random.default_rng(11)
+    for _ in range(200):
+        logits = rng.normal(scale=2.0, size=int(rng.integers(2, 30)))
+        t, top_p = float(rng.uniform(0.2, 2.0)), float(rng.choice([1.0, 0.95, 0.7, 0.3]))
+        np.testing.assert_allclose(target_distribution(logits, t, top_p), reference_distribution(logits, t, top_p))
+
+
 def chi_square_p_value(observed: Counter, expected_probs: dict, n: int) -> float:
     """Pearson's test, cells with fewer than 5 expected pooled; Wilson-Hilferty for the tail."""
     stat, pooled_obs, pooled_exp, cells = 0.0, 0, 0.0, 0
@@ -73,12 +97,12 @@ def run_copied(rule_cls, n=30000):
 def run_model_drafts(rule_cls, n=30000):
     rule = rule_cls(TEMPERATURE, TOP_P, seed=12)
     draw = np.random.default_rng(13)
-    q = target_distribution(np.array([0.5, 2.5, 0.0, 1.0, -1.0, 0.5]), 1.0)
+    q = reference_distribution(np.array([0.5, 2.5, 0.0, 1.0, -1.0, 0.5]), 1.0)
     return Counter(first_emitted(rule, LOGITS, int(draw.choice(6, p=q)), q[None]) for _ in range(n))
 
 
 def expected_first():
-    p = target_distribution(LOGITS[0], TEMPERATURE, TOP_P)
+    p = reference_distribution(LOGITS[0], TEMPERATURE, TOP_P)
     return {i: float(p[i]) for i in range(6) if p[i] > 0}
 
 
@@ -109,7 +133,7 @@ def test_engine_sequences_follow_the_target(opening):
     for seq in itertools.product(range(vocab), repeat=3):
         prob, history = 1.0, list(prompt)
         for tok in seq:
-            prob *= target_distribution(backend.logits_after(history), TEMPERATURE, TOP_P)[tok]
+            prob *= reference_distribution(backend.logits_after(history), TEMPERATURE, TOP_P)[tok]
             history.append(tok)
         if prob > 0:
             expected[seq] = prob

@@ -92,8 +92,15 @@ def test_one_span_per_token_and_they_spell_the_output(result, rewriter, backend)
     prompt = backend.detokenize(
         rewriter.prompt_tokens(SourceFile.from_bytes(CODE.encode()), spec, target, INSTRUCTION)[0]
     )
-    copied = [r for r in rounds if r["origin"] == "copied" and r["accepted"]]
-    assert copied and all(r["source"]["text"] in prompt or r["source"]["line"] is None for r in copied)
+    lines = prompt.split("\n")
+    from_prompt = [r for r in rounds if r["origin"] == "copied" and r["accepted"] and r["source"]["line"]]
+    assert from_prompt
+    for r in from_prompt:
+        src = r["source"]
+        # The line named is where the copy starts, and the text shown holds exactly what was drafted.
+        assert src["text"].startswith(lines[src["line"] - 1]), (src, r)
+        assert r["accepted_text"] + r["rejected_text"] in src["text"], (src, r)
+        assert src["text"] in prompt
 
 
 def test_trace_command_from_saved_json(tmp_path, result):
