@@ -19,7 +19,7 @@ function fakes(config = {}) {
   const vscode = {
     workspace: {
       getConfiguration: () => ({ get: (key, dflt) => (key in config ? config[key] : dflt) }),
-      onDidChangeConfiguration: () => ({ dispose() {} }),
+      onDidChangeConfiguration: (f) => { calls.configurationChanged = f; return { dispose() {} }; },
       applyEdit: async () => true,
     },
     window: {
@@ -53,8 +53,8 @@ function fakes(config = {}) {
       calls.clients.push(this);
       this.handlers = {};
     }
-    async start() {}
-    async stop() {}
+    async start() { this.started = true; }
+    async stop() { this.stopped = true; }
     onRequest(type, f) { this.handlers[type.method] = f; }
     onProgress(type, token, f) { calls.progressListener = f; return { dispose() {} }; }
     sendNotification(type, params) { calls.notifications.push({ method: type.method, params }); }
@@ -62,8 +62,11 @@ function fakes(config = {}) {
       calls.requests.push({ method: type.method, params });
       if (type.method === "textDocument/codeAction") return [];
       calls.progressListener({ kind: "report", message: "12 tokens · 150 tok/s · acceptance 80%" });
-      if (onCancel) onCancel();
-      return { applied: false, reason: "cancelled" };
+      if (onCancel) onCancel(); // the user presses Cancel on the notification
+      // An honest server: "cancelled" only if the extension told it so, with this rewrite's token.
+      const token = params.arguments && params.arguments[0].workDoneToken;
+      const told = calls.notifications.some((n) => n.method === "window/workDoneProgress/cancel" && n.params.token === token);
+      return told ? { applied: false, reason: "cancelled" } : { applied: true, changed: true };
     }
   }
   const languageClient = {
@@ -74,7 +77,7 @@ function fakes(config = {}) {
     WorkDoneProgress: { type: { method: "$/progress" } },
     WorkDoneProgressCancelNotification: { type: { method: "window/workDoneProgress/cancel" } },
   };
-  return { vscode, languageClient, calls, editor };
+  return { vscode, languageClient, calls, editor, config };
 }
 
 function load(f) {
@@ -162,4 +165,18 @@ test("streamed edits of a rewrite are one undo step", async () => {
     { undoStopBefore: false, undoStopAfter: false },
     { undoStopBefore: false, undoStopAfter: false },
   ]);
+});
+
+test("changing an editspec setting restarts the server with the new settings; other settings do not", async () => {
+  const f = fakes({ maxTokens: 300 });
+  const ext = load(f);
+  await ext.activate(context());
+  await f.calls.configurationChanged({ affectsConfiguration: (section) => section === "editor" });
+  assert.equal(f.calls.clients.length, 1);
+  f.config.maxTokens = 500;
+  await f.calls.configurationChanged({ affectsConfiguration: (section) => section === "editspec" });
+  assert.equal(f.calls.clients.length, 2);
+  assert.equal(f.calls.clients[0].stopped, true);
+  assert.equal(f.calls.clients[1].started, true);
+  assert.equal(f.calls.clients[1].clientOptions.initializationOptions.maxTokens, 500);
 });
