@@ -3,7 +3,6 @@
 import json
 
 import pytest
-
 from click.testing import CliRunner
 
 from editspec.cli import EXIT_INPUT, main
