@@ -45,9 +45,9 @@ class ScriptedBackend:
     eos_token = END
     path = Path("scripted.gguf")
 
-    def __init__(self, delay: float = 0.0, n_ctx: int = 1 << 16):
+    def __init__(self, delay: float = 0.0, n_ctx: int | None = None):
         self.delay = delay
-        self.n_ctx = n_ctx
+        self.n_ctx = n_ctx or int(os.environ.get("EDITSPEC_SCRIPTED_CTX", 1 << 16))
         self.tokens: list[int] = []
         self.prefix_cache = None
         self.last_reused = 0

@@ -240,3 +240,19 @@ def test_generation_stops_early_when_the_model_goes_on_to_copy_another_definitio
     written = len(data["new_region"]) + len(copy)  # bytes (= tokens here) of the whole scripted answer
     assert data["stats"]["generated_tokens"] < written - len(copy) // 2, data["stats"]
     assert data["stats"]["stop_reason"] == "extra_definition"
+
+
+def test_a_function_too_long_for_the_context_is_one_line_and_batch_goes_on(tmp_path, scripted_model, monkeypatch):
+    monkeypatch.setenv("EDITSPEC_SCRIPTED_CTX", "4096")
+    big = "def big(x):\n" + "".join(f"    x = x + {i}  # step {i}\n" for i in range(700)) + "    return x\n"
+    (tmp_path / "big.py").write_text(big)
+    (tmp_path / "small.py").write_text(TWO)
+    one = run(str(tmp_path / "big.py"), "-f", "big", "-i", USE_SUM, "--apply")
+    assert one.exit_code == EXIT_INPUT and "too long for the model's context" in one.output
+    assert one.output.count("\n") <= 2 and "Traceback" not in one.output
+    batch = CliRunner().invoke(main, ["batch", str(tmp_path), "-i", USE_SUM, "--apply", "-q",
+                                      "--state", str(tmp_path / "s.json")])  # fmt: skip
+    assert batch.exit_code == 0, batch.output
+    assert "big: big is too long" in batch.output
+    assert (tmp_path / "big.py").read_text() == big
+    assert "return sum(xs)" in (tmp_path / "small.py").read_text()
