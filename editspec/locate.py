@@ -309,12 +309,13 @@ def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]
     return line_start, end
 
 
-PARSE_CHUNK = 1 << 16
+PARSE_CHUNK = 1 << 12  # node.text on a tree parsed from chunks reads a chunk per node: keep them small
 
 
 def parse(source: bytes, spec: LanguageSpec, budget: float | None = None, old: ts.Tree | None = None) -> ts.Tree:
-    """Parse, letting other Python threads run meanwhile (a language server's event loop must not wait on a
-    pathological file: tree-sitter's time can grow quadratically). Longer than `budget` seconds: LocateError."""
+    """Parse. With a `budget` (seconds), other Python threads run meanwhile (a language server's event loop
+    must not wait on a pathological file: tree-sitter's time can grow quadratically), and a parse longer than
+    the budget is a LocateError."""
     deadline = None if budget is None else time.monotonic() + budget
 
     def read(offset: int, _point) -> bytes:
@@ -323,10 +324,13 @@ def parse(source: bytes, spec: LanguageSpec, budget: float | None = None, old: t
     def halt(*_state) -> bool:  # tree-sitter calls this often; a Python call lets other threads take the GIL
         return deadline is not None and time.monotonic() > deadline
 
+    parser = parser_for(spec)
+    if budget is None:  # the tree then holds the bytes: node.text is a slice, not a call back into Python
+        return parser.parse(source) if old is None else parser.parse(source, old)
     try:
         if old is None:
-            return parser_for(spec).parse(read, progress_callback=halt)
-        return parser_for(spec).parse(read, old, progress_callback=halt)
+            return parser.parse(read, progress_callback=halt)
+        return parser.parse(read, old, progress_callback=halt)
     except ValueError:
         raise LocateError(f"the file took longer than {budget:g} s to parse; is it generated code?") from None
 
