@@ -131,3 +131,10 @@ def test_interrupted_patch_mode_resumes_into_one_whole_patch(tmp_path):
     assert applied.returncode == 0, applied.stderr
     for name, text in originals.items():
         assert (tree / name).read_text() == widened(text), name
+
+
+def test_no_speculation_reports_no_speed_up(tmp_path, scripted_model):
+    tree = make_tree(tmp_path)
+    args = ["batch", str(tree), "-i", WIDEN, "-q", "--state", str(tmp_path / "s.json")]
+    plain = CliRunner().invoke(main, [*args, "--no-speculation"])
+    assert plain.exit_code == 0 and "3 rewritten" in plain.stderr and "speed-up" not in plain.stderr

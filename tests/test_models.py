@@ -305,6 +305,28 @@ def test_gpu_layers_go_to_target_and_draft(monkeypatch):
     assert made == [3, 3]
 
 
+def test_the_draft_model_env_var_is_read_where_the_cli_and_the_server_load_models(monkeypatch):
+    """The server passes draftModel None unless set: $EDITSPEC_DRAFT_MODEL then names the draft model."""
+    import editspec.backend
+    import editspec.decoding
+    from editspec.decoding import open_decoder
+
+    made = []
+
+    class Recorder:
+        n_ctx = 4096
+
+        def __init__(self, path, **kwargs):
+            made.append(str(path))
+
+    monkeypatch.setattr(editspec.backend, "LlamaBackend", Recorder)
+    monkeypatch.setattr(editspec.decoding, "Decoder", lambda backend, options, draft_backend: draft_backend)
+    assert open_decoder("tiny", None) is None and len(made) == 1  # no env var: no draft model
+    monkeypatch.setenv("EDITSPEC_DRAFT_MODEL", "tiny")
+    assert isinstance(open_decoder("tiny", None), Recorder)
+    assert len(made) == 3 and made[2].endswith(".gguf")
+
+
 def test_gpu_layers_are_part_of_the_calibration_identity(backend):
     assert backend.identity()["gpu_layers"] == 0
     assert backend.n_gpu_layers == 0
