@@ -126,6 +126,7 @@ class FileJob:
     path: Path
     language: LanguageSpec
     targets: list[Definition]
+    raw: bytes = b""  # the file as planned: a worker rewrites this, and it is written only if still on disk
 
 
 def plan(files: list[Path], pattern: str) -> tuple[list[FileJob], list[tuple[Path, str]]]:
@@ -140,7 +141,7 @@ def plan(files: list[Path], pattern: str) -> tuple[list[FileJob], list[tuple[Pat
             continue
         targets = select_functions(definitions(source.text.encode("utf-8"), spec), pattern)
         if targets:
-            jobs.append(FileJob(path, spec, targets))
+            jobs.append(FileJob(path, spec, targets, source.raw))
     return jobs, unreadable
 
 
@@ -158,37 +159,37 @@ class FileOutcome:
     sha_before: str = ""
     sha_after: str = ""
     reason: str = ""
+    worker: str = ""  # who rewrote it (host:pid), when workers did
+    seconds: float = 0.0  # wall time of the file's job on its worker
 
 
 # Called after each function with (function name, its outcome "rewritten"/"unchanged"/"failed", tokens).
 FunctionCallback = Callable[[str, str, int], None]
 
 
-def rewrite_file(
+def rewrite_source(
     rewriter: Rewriter,
-    job: FileJob,
+    source: SourceFile,
+    language: LanguageSpec,
+    wanted: list[tuple[str, int]],
     instruction: str,
-    apply: bool,
     display_path: str,
     on_function: FunctionCallback | None = None,
     on_progress: Callable[[Progress], None] | None = None,
-) -> FileOutcome:
-    outcome = FileOutcome(display_path, "unchanged", functions=len(job.targets))
-    try:
-        source = SourceFile.read(job.path)
-    except RewriteError as e:
-        return FileOutcome(display_path, "skipped", reason=str(e))
-    outcome.sha_before = source.digest
+) -> tuple[str, FileOutcome]:
+    """The rewrite of one file's content, touching no file: its new "\n" text and the outcome (no diff yet).
+    `wanted`: the functions as (name, line) when planned. What a worker runs."""
+    outcome = FileOutcome(display_path, "unchanged", functions=len(wanted), sha_before=source.digest)
     current = source.text
-    # The planned targets, found again in the text as read now (functions, methods or classes alike).
-    targets = definitions(current.encode("utf-8"), job.language)
-    wanted = {(t.name, t.line) for t in job.targets}
+    # The planned targets, found again in the text (functions, methods or classes alike).
+    targets = definitions(current.encode("utf-8"), language)
+    chosen = set(wanted)
     step_cost = rewriter.decoder.verify_seconds[1] if rewriter.decoder.verify_seconds else 0.0
     # Bottom-up: rewriting a later function never moves an earlier one.
-    for target in reversed([t for t in targets if (t.name, t.line) in wanted]):
-        snapshot = SourceFile(job.path, source.raw, current, source.crlf)
+    for target in reversed([t for t in targets if (t.name, t.line) in chosen]):
+        snapshot = SourceFile(source.path, source.raw, current, source.crlf)
         try:
-            result = rewriter.rewrite(snapshot, job.language, target, instruction, on_progress)
+            result = rewriter.rewrite(snapshot, language, target, instruction, on_progress)
         except RewriteError as e:
             outcome.failures.append((target.name, str(e)))
             _notify(on_function, target.name, "failed", 0)
@@ -206,22 +207,52 @@ def rewrite_file(
         current = result.new_text
         outcome.rewritten += changed
         _notify(on_function, target.name, "rewritten" if changed else "unchanged", result.stats.generated_tokens)
-
-    if current != source.text:
-        outcome.status = "rewritten"
-        outcome.diff = unified_diff(source.text, current, job.path)
-        new_bytes = source.encode(current)
-        outcome.sha_after = hashlib.sha256(new_bytes).hexdigest()
-        if apply:
-            try:
-                write_atomically(job.path, new_bytes, source.raw)
-            except RewriteError as e:
-                return FileOutcome(
-                    display_path, "skipped", functions=len(job.targets), reason=str(e), sha_before=outcome.sha_before
-                )
-    elif outcome.failures and not outcome.rewritten:
+    if current == source.text and outcome.failures and not outcome.rewritten:
         outcome.status = "failed"
+    return current, outcome
+
+
+def finish_file(job: FileJob, current: str, outcome: FileOutcome, apply: bool) -> FileOutcome:
+    """What only the driver does with a rewritten file: the diff, and with `apply` the atomic write, refused
+    when the file on disk is no longer the one that was planned (then the file is skipped)."""
+    source = SourceFile.from_bytes(job.raw, job.path)
+    if current == source.text:
+        return outcome
+    outcome.status = "rewritten"
+    outcome.diff = unified_diff(source.text, current, job.path)
+    new_bytes = source.encode(current)
+    outcome.sha_after = hashlib.sha256(new_bytes).hexdigest()
+    if apply:
+        try:
+            write_atomically(job.path, new_bytes, source.raw)
+        except RewriteError as e:
+            return FileOutcome(
+                outcome.path, "skipped", functions=outcome.functions, reason=str(e), sha_before=outcome.sha_before
+            )
     return outcome
+
+
+def rewrite_file(
+    rewriter: Rewriter,
+    job: FileJob,
+    instruction: str,
+    apply: bool,
+    display_path: str,
+    on_function: FunctionCallback | None = None,
+    on_progress: Callable[[Progress], None] | None = None,
+) -> FileOutcome:
+    """One file, in this process: rewrite its planned content, then diff or write it."""
+    if not job.raw:
+        try:
+            job.raw = SourceFile.read(job.path).raw
+        except RewriteError as e:
+            return FileOutcome(display_path, "skipped", reason=str(e))
+    source = SourceFile.from_bytes(job.raw, job.path)
+    wanted = [(t.name, t.line) for t in job.targets]
+    current, outcome = rewrite_source(
+        rewriter, source, job.language, wanted, instruction, display_path, on_function, on_progress
+    )
+    return finish_file(job, current, outcome, apply)
 
 
 def _notify(callback: FunctionCallback | None, name: str, what: str, tokens: int) -> None:

@@ -6,11 +6,12 @@ import functools
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from .models import DRAFT_MODEL_ENV, GPU_LAYERS_ENV, MODEL_ENV, ModelError
@@ -33,7 +34,7 @@ def table_console() -> Console:
 
 
 def fail(message: str, code: int) -> None:
-    err.print(f"[bold red]editspec:[/] {message}", highlight=False, soft_wrap=True)
+    err.print(f"[bold red]editspec:[/] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)
 
 
@@ -301,7 +302,7 @@ def rewrite(
         err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
     problem = result.problem()
     if problem:
-        err.print(f"[yellow]warning: {problem}[/]", highlight=False, soft_wrap=True)
+        err.print(f"[yellow]warning: {escape(problem)}[/]", highlight=False, soft_wrap=True)
     if apply_:
         if file == "-":
             if problem and not force:
@@ -339,13 +340,13 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
                 result = rewriter.rewrite(snapshot, spec, target, instruction, bar.update)
         except RewriteError as e:
             failed.append(target.name)
-            err.print(f"[yellow]{target.name}: {e}; kept as it was[/]", highlight=False, soft_wrap=True)
+            err.print(f"[yellow]{target.name}: {escape(str(e))}; kept as it was[/]", highlight=False, soft_wrap=True)
             continue
         except KeyboardInterrupt:
             fail("interrupted; nothing written", EXIT_INTERRUPTED)
         problem = result.problem()
         if problem:
-            err.print(f"[yellow]warning: {target.name}: {problem}[/]", highlight=False, soft_wrap=True)
+            err.print(f"[yellow]warning: {target.name}: {escape(problem)}[/]", highlight=False, soft_wrap=True)
         if problem and not force:
             refused.append(target.name)
         else:
@@ -672,6 +673,23 @@ def print_bench(result: dict, methods) -> None:
     help="where progress is kept for resuming",
 )
 @click.option("--fresh", is_flag=True, help="ignore a saved state and start over")
+@click.option("--workers", type=click.IntRange(1), default=None, help="run files in N local worker processes")
+@click.option(
+    "--ray",
+    "ray_address",
+    is_flag=False,
+    flag_value="local",
+    default=None,
+    metavar="[ADDRESS]",
+    help="run files on a Ray cluster (ADDRESS, or a local Ray on this machine); pip install 'editspec[ray]'",
+)
+@click.option(
+    "--json",
+    "json_path",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="write every file's outcome, the summary and per-worker throughput as JSON",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 @decode_options
 def batch(
@@ -683,13 +701,15 @@ def batch(
     patch_path,
     state_path,
     fresh,
+    workers,
+    ray_address,
+    json_path,
     quiet,
     decode: DecodeArgs,
 ) -> None:
     """Rewrite every selected function under PATHS; print one combined patch (or --apply)."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
-    from .batch import BatchError, BatchState, collect_files, plan, rewrite_file, run_key
+    from .batch import BatchError, BatchState, collect_files, plan, run_key
     from .rewrite import Rewriter
 
     if not instruction.strip():
@@ -701,14 +721,42 @@ def batch(
     jobs, unreadable = plan(files, select)
     if not jobs:
         fail(f"no functions matching {select!r} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
+    if workers and ray_address:
+        fail("choose --workers N or --ray, not both (with --ray, --workers is the number of Ray workers)", EXIT_INPUT)
+    if ray_address:
+        from .workers import RayMissing, import_ray
+
+        try:
+            import_ray()
+        except RayMissing as e:
+            fail(str(e), EXIT_INPUT)
+    # The driver loads the model too: its calibration goes to every worker (so all draft, and write, alike),
+    # and in this process it does the work.
     decoder = load_decoder(decode, quiet)
-    rewriter = Rewriter(decoder, decode.context_tokens)
+    spec = worker_spec(decode, instruction)
+    spec = replace(spec, verify_seconds=tuple(decoder.verify_seconds) if decoder.verify_seconds else None)
+    from .workers import InProcessPool
+
+    if ray_address:
+        from .workers import RayPool
+
+        pool = RayPool(spec, None if ray_address == "local" else ray_address, workers)
+    elif workers:
+        from .workers import ProcessPool
+
+        pool = ProcessPool(replace(spec, model=str(decoder.backend.path)), workers)  # prepared here once
+    else:
+        from .workers import BatchWorker
+
+        pool = InProcessPool(
+            spec, BatchWorker.with_rewriter(Rewriter(load_decoder(decode, quiet), decode.context_tokens), instruction)
+        )
     key = run_key(
         instruction=instruction,
         select=select,
         glob=glob,
         apply=apply_,
-        model=str(decoder.backend.path),
+        model=spec.model or "",
         roots=sorted(str(p.resolve()) for p in paths),
         temperature=decode.temperature,
         top_p=decode.top_p,
@@ -720,10 +768,57 @@ def batch(
     state.key = key
     if state.resumed:
         err.print(f"resuming: {len(state.files)} file(s) already done (state in {state_path}; --fresh starts over)")
+    if not isinstance(pool, InProcessPool):
+        for backend in (decoder.backend, decoder.draft_backend):
+            if backend is not None:
+                backend.close()  # the workers have their own
+    run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quiet)
 
-    outcomes = []
+
+def worker_spec(decode: DecodeArgs, instruction: str):
+    """The decoder every worker builds: names and paths as the driver resolves them from flags and env."""
+    from .models import DRAFT_MODEL_ENV, GPU_LAYERS_ENV, MODEL_ENV, gpu_layers
+    from .workers import WorkerSpec
+
+    return WorkerSpec(
+        model=decode.model or os.environ.get(MODEL_ENV) or "coder",
+        draft_model=decode.draft_model or os.environ.get(DRAFT_MODEL_ENV) or None,
+        threads=decode.threads,
+        gpu_layers=gpu_layers(decode.gpu_layers)
+        if (decode.gpu_layers is not None or os.environ.get(GPU_LAYERS_ENV))
+        else None,
+        temperature=decode.temperature,
+        top_p=decode.top_p,
+        seed=decode.seed,
+        max_tokens=decode.max_tokens,
+        speculate=not decode.no_speculation,
+        context_tokens=decode.context_tokens,
+        prefix_cache_mb=decode.prefix_cache_mb,
+        instruction=instruction,
+    )
+
+
+def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quiet) -> None:
+    """Hand the files not done yet to the pool; the driver alone writes (or patches) and records each."""
+    from dataclasses import asdict
+
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from .batch import FileOutcome, finish_file
+    from .workers import InProcessPool, WorkerStats, make_tasks
+
+    displays = [os.path.relpath(job.path) for job in jobs]
+    outcomes: dict[int, FileOutcome] = {}
+    todo = []
+    for i, job in enumerate(jobs):
+        done = state.finished(displays[i], job.path, apply_)
+        if done is not None:
+            outcomes[i] = done
+        else:
+            todo.append(i)
     total = sum(len(j.targets) for j in jobs)
-    counters = {"tokens": 0, "drafted": 0, "accepted": 0, "seconds": 0.0}
+    counters = {"tokens": 0, "seconds": 0.0}
+    per_worker: dict[str, WorkerStats] = {}
     columns = [
         TextColumn("{task.description}"),
         BarColumn(),
@@ -733,38 +828,75 @@ def batch(
         TextColumn("{task.fields[rate]}"),
     ]
     interrupted = False
+    per_function = isinstance(pool, InProcessPool)
     with Progress(*columns, console=err, disable=quiet or not err.is_terminal, transient=False) as bar:
-        task = bar.add_task("rewriting", total=total, rate="")
+        task_id = bar.add_task("rewriting", total=total, rate="")
+        bar.advance(task_id, sum(len(jobs[i].targets) for i in outcomes))
         try:
-            for job in jobs:
-                display = os.path.relpath(job.path)
-                done = state.finished(display, job.path, apply_)
-                if done is not None:
-                    outcomes.append(done)
-                    bar.advance(task, len(job.targets))
-                    continue
-                bar.update(task, description=display)
+            if todo:
+                bar.update(task_id, description="starting workers")
+                pool.start()
+                if not quiet and not per_function:
+                    err.print(f"running on {pool.description}")
+            bar.update(task_id, description="rewriting")
 
-                def on_function(name, what, tokens):
-                    bar.advance(task)
+            def on_function(name, what, tokens):
+                bar.advance(task_id)
 
-                outcome = rewrite_file(rewriter, job, instruction, apply_, display, on_function)
+            tasks = make_tasks([jobs[i] for i in todo], [displays[i] for i in todo])
+            by_task = dict(zip((t.index for t in tasks), todo, strict=True))
+            for task, result in pool.run(tasks, on_function if per_function else None):
+                i = by_task[task.index]
+                job = jobs[i]
+                if isinstance(result, Exception):
+                    outcome = FileOutcome(
+                        displays[i], "failed", functions=len(job.targets), reason=f"its job failed twice: {result}"
+                    )
+                else:
+                    outcome = finish_file(job, result.text, result.outcome, apply_)
+                    stats = per_worker.setdefault(outcome.worker or "this process", WorkerStats())
+                    stats.files += 1
+                    stats.functions += outcome.functions
+                    stats.tokens += outcome.tokens
+                    stats.seconds += result.outcome.seconds
+                if not per_function:
+                    bar.advance(task_id, len(job.targets))
                 counters["tokens"] += outcome.tokens
                 counters["seconds"] += outcome.decode_seconds
                 rate = counters["tokens"] / counters["seconds"] if counters["seconds"] else 0.0
-                bar.update(task, rate=f"{rate:.0f} tok/s")
-                outcomes.append(outcome)
+                bar.update(task_id, rate=f"{rate:.0f} tok/s")
+                outcomes[i] = outcome
                 state.record(outcome)
         except KeyboardInterrupt:
             interrupted = True
+        finally:
+            pool.close()
 
-    patch = "".join(o.diff for o in outcomes if o.status == "rewritten")
+    ordered = [outcomes[i] for i in sorted(outcomes)]
+    patch = "".join(o.diff for o in ordered if o.status == "rewritten")
     if not apply_:
         if patch_path:
             patch_path.write_text(patch)
         else:
             click.echo(patch, nl=False)
-    print_batch_summary(outcomes, unreadable, total, apply_, patch_path)
+    print_batch_summary(ordered, unreadable, total, apply_, patch_path)
+    if len(per_worker) > 1 or (per_worker and not per_function):
+        for name, stats in sorted(per_worker.items()):
+            w = stats.to_json()
+            err.print(
+                f"  worker {name}: {w['files']} files, {w['functions']} functions, "
+                f"{w['functions_per_minute']:.1f} functions/min, {w['tokens_per_second']:.0f} tok/s",
+                highlight=False,
+            )
+    if json_path:
+        report = {
+            "files": [asdict(o) for o in ordered],
+            "unreadable": [[str(p), why] for p, why in unreadable],
+            "workers": {name: stats.to_json() for name, stats in per_worker.items()},
+            "where": pool.description,
+            "interrupted": interrupted,
+        }
+        json_path.write_text(json.dumps(report, indent=1))
     if interrupted:
         fail(
             f"interrupted after {len(outcomes)} of {len(jobs)} files; every file is either untouched or fully "

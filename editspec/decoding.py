@@ -47,13 +47,18 @@ def check_same_vocabulary(target, draft) -> None:
 class Decoder:
     """A target model (and optional draft model) ready to decode with the chosen options."""
 
-    def __init__(self, backend, options: DecodeOptions | None = None, draft_backend=None):
+    def __init__(self, backend, options: DecodeOptions | None = None, draft_backend=None, verify_seconds=None):
+        """`verify_seconds`: the verify costs to plan drafts with, instead of this machine's calibration (batch
+        workers take the driver's, so that every worker drafts, and so writes, exactly as the driver would)."""
         self.backend = backend
         self.options = options or DecodeOptions()
         self.draft_backend = draft_backend
         if draft_backend is not None:
             check_same_vocabulary(backend, draft_backend)
-        self.verify_seconds = calibration.verify_seconds(backend) if self.options.speculate else None
+        if not self.options.speculate:
+            self.verify_seconds = None
+        else:
+            self.verify_seconds = list(verify_seconds) if verify_seconds else calibration.verify_seconds(backend)
         self.draft_step_seconds = calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
         # What the policy learns about acceptance is a property of the model: keep it across requests.
         self.policy = (
@@ -115,6 +120,7 @@ def open_decoder(
     prefix_cache_mb: int = 256,
     gpu_layers: int | None = None,
     on_prepare=None,
+    verify_seconds=None,
 ) -> Decoder:
     """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with.
     `model`: a name or a GGUF path (None: $EDITSPEC_MODEL, else `coder`); `draft_model` likewise (None:
@@ -136,4 +142,4 @@ def open_decoder(
     if draft_model:
         path = resolve_model_path(draft_model, DRAFT_MODEL_ENV, progress=on_prepare)
         draft = LlamaBackend(path, n_ctx=backend.n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)
-    return Decoder(backend, options, draft_backend=draft)
+    return Decoder(backend, options, draft_backend=draft, verify_seconds=verify_seconds)

@@ -1,0 +1,340 @@
+"""Where a batch's file jobs run: in this process, in local worker processes, or on a Ray cluster.
+
+The planning, the per-file job (`batch.rewrite_source`) and the writing (`batch.finish_file`, by the driver
+alone) are batch mode's own; only where a job runs changes. A worker holds one model, loaded once, receives a
+file's planned content and the functions to rewrite, and sends back the new text and the per-function outcome:
+workers need no shared file system. A job whose worker dies (or whose worker cannot run it) is given to another
+worker once more; failing twice, it is reported, never retried forever.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import copy
+import multiprocessing
+import os
+import socket
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+from .batch import FileJob, FileOutcome, rewrite_source
+
+MAX_ATTEMPTS = 2
+
+
+@dataclass(frozen=True)
+class WorkerSpec:
+    """Everything a worker needs to build the same decoder as the driver would (model names resolved by the
+    driver, so that every machine loads the same model whatever its environment says)."""
+
+    model: str | None
+    draft_model: str | None
+    threads: int | None
+    gpu_layers: int | None
+    temperature: float
+    top_p: float
+    seed: int | None
+    max_tokens: int | None
+    speculate: bool
+    context_tokens: int
+    prefix_cache_mb: int
+    instruction: str
+    verify_seconds: tuple[float, ...] | None = None  # the driver's calibration: every worker drafts alike
+
+
+@dataclass
+class FileTask:
+    index: int  # the job's place in the plan: the patch keeps the plan's order
+    display: str
+    path: str
+    language: str
+    content: bytes
+    wanted: list[tuple[str, int]]
+    attempts: int = 0
+
+
+@dataclass
+class TaskResult:
+    index: int
+    text: str
+    outcome: FileOutcome
+
+
+@dataclass
+class WorkerStats:
+    files: int = 0
+    functions: int = 0
+    tokens: int = 0
+    seconds: float = 0.0
+
+    def to_json(self) -> dict:
+        rate = self.tokens / self.seconds if self.seconds else 0.0
+        per_minute = self.functions * 60 / self.seconds if self.seconds else 0.0
+        return {
+            "files": self.files,
+            "functions": self.functions,
+            "tokens": self.tokens,
+            "seconds": round(self.seconds, 2),
+            "tokens_per_second": round(rate, 1),
+            "functions_per_minute": round(per_minute, 1),
+        }
+
+
+class BatchWorker:
+    """One model, many files."""
+
+    def __init__(self, spec: WorkerSpec):
+        from .decoding import DecodeOptions, open_decoder
+        from .rewrite import Rewriter
+
+        options = DecodeOptions(
+            speculate=spec.speculate,
+            temperature=spec.temperature,
+            top_p=spec.top_p,
+            seed=spec.seed,
+            max_tokens=spec.max_tokens,
+        )
+        decoder = open_decoder(
+            spec.model,
+            spec.draft_model,
+            threads=spec.threads,
+            options=options,
+            prefix_cache_mb=spec.prefix_cache_mb,
+            gpu_layers=spec.gpu_layers,
+            verify_seconds=spec.verify_seconds,
+        )
+        self.rewriter = Rewriter(decoder, spec.context_tokens)
+        self.instruction = spec.instruction
+        self.name = f"{socket.gethostname()}:{os.getpid()}"
+        self.policy = copy.deepcopy(decoder.policy)
+
+    def start_file(self) -> None:
+        """Every file starts from the same model state, whichever worker runs it and whatever it ran before:
+        no KV cache or kept prefixes from other files, the draft-length policy as it was at the start. So a
+        file's rewrite is the same in this process, in a worker process or on a Ray node (greedy outputs
+        depend, at near-ties, on how the KV cache was computed)."""
+        decoder = self.rewriter.decoder
+        for backend in (decoder.backend, decoder.draft_backend):
+            if backend is None:
+                continue
+            backend.truncate(0)
+            if getattr(backend, "prefix_cache", None) is not None:
+                backend.prefix_cache.entries.clear()
+        decoder.policy = copy.deepcopy(self.policy)
+
+    @classmethod
+    def with_rewriter(cls, rewriter, instruction: str) -> BatchWorker:
+        """The in-process worker, around the driver's own (already loaded) model."""
+        worker = cls.__new__(cls)
+        worker.rewriter, worker.instruction, worker.name = rewriter, instruction, ""
+        worker.policy = copy.deepcopy(rewriter.decoder.policy)
+        return worker
+
+    def run(self, task: FileTask, on_function=None, on_progress=None) -> TaskResult:
+        from pathlib import Path
+
+        from .locate import language_for
+        from .rewrite import SourceFile
+
+        t0 = time.monotonic()
+        self.start_file()
+        source = SourceFile.from_bytes(task.content, Path(task.path))
+        text, outcome = rewrite_source(
+            self.rewriter,
+            source,
+            language_for(None, task.language),
+            [tuple(w) for w in task.wanted],
+            self.instruction,
+            task.display,
+            on_function,
+            on_progress,
+        )
+        outcome.worker = self.name
+        outcome.seconds = time.monotonic() - t0
+        return TaskResult(task.index, text, outcome)
+
+
+def make_tasks(jobs: list[FileJob], displays: list[str]) -> list[FileTask]:
+    return [
+        FileTask(i, display, str(job.path), job.language.name, job.raw, [(t.name, t.line) for t in job.targets])
+        for i, (job, display) in enumerate(zip(jobs, displays, strict=True))
+    ]
+
+
+# A pool runs tasks and yields (task, TaskResult) as they finish, or (task, Exception) for a job that failed
+# MAX_ATTEMPTS times; on_function(name, what, tokens) is called per function where the pool can (in-process).
+@dataclass
+class InProcessPool:
+    spec: WorkerSpec
+    worker: BatchWorker | None = None
+    description: str = "in this process"
+
+    def start(self) -> None:
+        self.worker = self.worker or BatchWorker(self.spec)
+
+    def run(self, tasks: list[FileTask], on_function: Callable | None = None) -> Iterator[tuple[FileTask, object]]:
+        for task in tasks:
+            yield task, self.worker.run(task, on_function)
+
+    def close(self) -> None:
+        pass
+
+
+_local_worker: BatchWorker | None = None
+
+
+def _local_init(spec: WorkerSpec) -> None:
+    global _local_worker
+    _local_worker = BatchWorker(spec)
+
+
+def _local_run(task: FileTask) -> TaskResult:
+    return _local_worker.run(task)
+
+
+@dataclass
+class ProcessPool:
+    """`--workers N`: N local processes, each with its own model (loaded once), one job each at a time."""
+
+    spec: WorkerSpec
+    workers: int
+    executor: concurrent.futures.ProcessPoolExecutor | None = None
+    description: str = ""
+
+    def start(self) -> None:
+        self.description = f"{self.workers} local worker processes"
+        self._new_executor()
+
+    def _new_executor(self) -> None:
+        self.executor = concurrent.futures.ProcessPoolExecutor(
+            max_workers=self.workers,
+            mp_context=multiprocessing.get_context("spawn"),
+            initializer=_local_init,
+            initargs=(self.spec,),
+        )
+
+    def run(self, tasks: list[FileTask], on_function: Callable | None = None) -> Iterator[tuple[FileTask, object]]:
+        queue = list(tasks)
+        running: dict[concurrent.futures.Future, FileTask] = {}
+        while queue or running:
+            while queue and len(running) < self.workers:
+                task = queue.pop(0)
+                task.attempts += 1
+                running[self.executor.submit(_local_run, task)] = task
+            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            broken = False
+            for future in done:
+                task = running.pop(future)
+                try:
+                    yield task, future.result()
+                except concurrent.futures.process.BrokenProcessPool as e:
+                    broken = True
+                    yield from _retry_or_fail(task, queue, e)
+                except Exception as e:  # the job itself failed on its worker
+                    yield from _retry_or_fail(task, queue, e)
+            if broken:  # a worker died: every job on the pool is lost; start a new pool, give them out again
+                for future, task in list(running.items()):
+                    running.pop(future)
+                    yield from _retry_or_fail(task, queue, RuntimeError("a worker process died"))
+                self.executor.shutdown(wait=False, cancel_futures=True)
+                self._new_executor()
+
+    def close(self) -> None:
+        if self.executor is not None:
+            for process in list(getattr(self.executor, "_processes", {}).values()):
+                process.kill()
+            self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+def _retry_or_fail(task: FileTask, queue: list[FileTask], error: Exception):
+    if task.attempts < MAX_ATTEMPTS:
+        queue.insert(0, task)
+        return
+    yield task, error
+
+
+@dataclass
+class RayPool:
+    """`--ray [ADDRESS]`: one actor per worker on a Ray cluster (a local one, on loopback, without an
+    address); each actor holds one model and takes one job at a time."""
+
+    spec: WorkerSpec
+    address: str | None
+    workers: int | None
+    actors: list = field(default_factory=list)
+    started_local: bool = False
+    description: str = ""
+
+    def start(self) -> None:
+        ray = import_ray()
+        if not ray.is_initialized():
+            if self.address:
+                host = self.address.rsplit(":", 1)[0]
+                loopback = host in ("127.0.0.1", "localhost")
+                ray.init(address=self.address, _node_ip_address="127.0.0.1" if loopback else None,
+                         log_to_driver=False)  # fmt: skip
+            else:
+                ray.init(_node_ip_address="127.0.0.1", include_dashboard=False, log_to_driver=False)
+                self.started_local = True
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        threads = self.spec.threads or 1
+        count = self.workers or max(1, cpus // threads)
+        self._actor_class = ray.remote(num_cpus=threads)(BatchWorker)
+        self.actors = [self._actor_class.remote(self.spec) for _ in range(count)]
+        where = self.address or "a local Ray instance"
+        self.description = f"{count} Ray workers on {where} ({cpus} CPUs, {threads} thread(s) each)"
+
+    def run(self, tasks: list[FileTask], on_function: Callable | None = None) -> Iterator[tuple[FileTask, object]]:
+        ray = import_ray()
+        queue = list(tasks)
+        idle = list(self.actors)
+        running: dict = {}  # ObjectRef -> (task, actor)
+        while queue or running:
+            while queue and idle:
+                task, actor = queue.pop(0), idle.pop(0)
+                task.attempts += 1
+                running[actor.run.remote(task)] = (task, actor)
+            if not running:
+                raise RuntimeError("no Ray worker is left to run the remaining files")
+            done, _ = ray.wait(list(running), num_returns=1)
+            for ref in done:
+                task, actor = running.pop(ref)
+                try:
+                    result = ray.get(ref)
+                except ray.exceptions.RayActorError as e:  # the worker (or its node) is gone: replace it
+                    self.actors.remove(actor)
+                    replacement = self._actor_class.remote(self.spec)
+                    self.actors.append(replacement)
+                    idle.append(replacement)
+                    yield from _retry_or_fail(task, queue, e)
+                    continue
+                except ray.exceptions.RayError as e:
+                    idle.append(actor)
+                    yield from _retry_or_fail(task, queue, e)
+                    continue
+                idle.append(actor)
+                yield task, result
+
+    def close(self) -> None:
+        ray = import_ray()
+        for actor in self.actors:
+            try:
+                ray.kill(actor)
+            except Exception:  # already gone
+                pass
+        self.actors = []
+        if ray.is_initialized():
+            ray.shutdown()
+
+
+class RayMissing(Exception):
+    pass
+
+
+def import_ray():
+    try:
+        import ray
+    except ImportError:
+        raise RayMissing("--ray needs Ray: pip install 'editspec[ray]' (on every machine of the cluster)") from None
+    return ray

@@ -1,0 +1,153 @@
+"""Batch mode's three ways to run (in this process, --workers N, --ray): the same patch, nothing lost when a
+worker dies, a file changed meanwhile skipped; on a real Ray cluster of two nodes on loopback, with `tiny`."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from editspec.cli import EXIT_INPUT, main
+from tests.raw_lsp import ROOT
+
+SAMPLES = ROOT / "samples"
+INSTRUCTION = "Add a one-line comment at the top of the body."
+RAY_ENV = {"RAY_AUTH_MODE": "disabled", "RAY_USAGE_STATS_ENABLED": "0"}
+# Every driver here reads one calibration (the workers take their driver's), so their patches can be compared.
+CACHE = tempfile.mkdtemp(prefix="editspec-workers-cache-")
+ray = pytest.importorskip("ray", reason="pip install 'editspec[ray]'")
+
+
+def make_tree(root: Path, copies: int = 1) -> Path:
+    tree = root / "tree"
+    tree.mkdir(parents=True)
+    for n in range(copies):
+        suffix = f"_{n}" if copies > 1 else ""
+        shutil.copy(SAMPLES / "stack.go", tree / f"stack{suffix}.go")
+        shutil.copy(SAMPLES / "cart.js", tree / f"cart{suffix}.js")
+    return tree
+
+
+def batch(tree: Path, *extra: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "editspec.cli", "batch", str(tree), "-i", INSTRUCTION, "-q", "--threads", "1",
+               "--max-tokens", "60", "--state", str(tree.parent / f"state{abs(hash(extra))}.json"), *extra]  # fmt: skip
+    env = dict(os.environ, **RAY_ENV, XDG_CACHE_HOME=CACHE)
+    return subprocess.run(command, capture_output=True, text=True, timeout=timeout, env=env, cwd=tree.parent)
+
+
+@pytest.fixture(scope="module")
+def in_process_patch(tmp_path_factory):
+    tree = make_tree(tmp_path_factory.mktemp("inproc"))
+    run = batch(tree)
+    assert run.returncode == 0, run.stderr
+    assert run.stdout.count("+++ ") >= 1, "tiny rewrote nothing: the comparison would be empty"
+    return run.stdout
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ray_cluster():
+    """Two Ray nodes on this machine, loopback only; stopped at the end."""
+    ray_cli = str(Path(sys.executable).parent / "ray")
+    port = free_port()
+    temp = tempfile.mkdtemp(prefix="/tmp/rt")
+    env = dict(os.environ, **RAY_ENV)
+    common = ["--node-ip-address", "127.0.0.1", "--num-cpus", "1", "--object-store-memory", str(200 << 20)]
+    head = [ray_cli, "start", "--head", "--port", str(port), "--include-dashboard", "false", "--temp-dir", temp]
+    subprocess.run(head + common + ["--disable-usage-stats"], env=env, check=True, timeout=120, capture_output=True)
+    try:
+        subprocess.run([ray_cli, "start", "--address", f"127.0.0.1:{port}", *common], env=env, check=True,
+                       timeout=120, capture_output=True)  # fmt: skip
+        yield f"127.0.0.1:{port}"
+    finally:
+        subprocess.run([ray_cli, "stop", "--force"], env=env, timeout=120, capture_output=True)
+        shutil.rmtree(temp, ignore_errors=True)
+
+
+def test_workers_give_the_in_process_patch(tmp_path, in_process_patch):
+    run = batch(make_tree(tmp_path), "--workers", "2", "--json", str(tmp_path / "report.json"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == in_process_patch
+    workers = json.loads((tmp_path / "report.json").read_text())["workers"]
+    assert len(workers) == 2 and all(w["functions"] > 0 and w["tokens_per_second"] > 0 for w in workers.values())
+
+
+def test_ray_cluster_gives_the_in_process_patch(tmp_path, in_process_patch, ray_cluster):
+    run = batch(make_tree(tmp_path), "--ray", ray_cluster, "--json", str(tmp_path / "report.json"))
+    assert run.returncode == 0, run.stderr
+    assert run.stdout == in_process_patch
+    report = json.loads((tmp_path / "report.json").read_text())
+    assert report["where"].startswith(f"2 Ray workers on {ray_cluster}") and len(report["workers"]) == 2
+
+
+def test_killing_a_ray_worker_loses_nothing_and_a_rerun_completes(tmp_path, ray_cluster):
+    tree = make_tree(tmp_path, copies=3)
+    originals = {p.name: p.read_text() for p in tree.iterdir()}
+    expected_tree = make_tree(tmp_path / "expected", copies=3)
+    assert batch(expected_tree, "--apply").returncode == 0
+    expected = {p.name: p.read_text() for p in expected_tree.iterdir()}
+    state = tmp_path / "kill-state.json"
+    command = [sys.executable, "-m", "editspec.cli", "batch", str(tree), "-i", INSTRUCTION, "-q", "--threads", "1",
+               "--max-tokens", "60", "--apply", "--state", str(state), "--ray", ray_cluster]  # fmt: skip
+    env = dict(os.environ, **RAY_ENV, XDG_CACHE_HOME=CACHE)
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.time() + 120
+    while time.time() < deadline and driver.poll() is None and not state.exists():
+        time.sleep(0.1)
+    assert driver.poll() is None, "the run ended before a worker could be killed"
+    workers = subprocess.run(["pgrep", "-f", "ray::BatchWorker"], capture_output=True, text=True).stdout.split()
+    assert workers, "no Ray worker process found"
+    os.kill(int(workers[0]), signal.SIGKILL)
+    _, err = driver.communicate(timeout=300)
+    # Whatever the run managed, every file is as it was or fully rewritten...
+    for name, text in originals.items():
+        assert (tree / name).read_text() in (text, expected[name]), name
+    if driver.returncode != 0:  # ... and running the same command again finishes the job
+        rerun = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+        assert rerun.returncode == 0, rerun.stderr
+    # (The killed worker's file is given to another worker: usually the first run finishes it all.)
+    assert {p.name: p.read_text() for p in tree.iterdir()} == expected, err
+
+
+def test_a_file_changed_on_disk_during_a_worker_run_is_skipped(tmp_path):
+    tree = make_tree(tmp_path, copies=2)
+    command = [sys.executable, "-m", "editspec.cli", "batch", str(tree), "-i", INSTRUCTION, "--threads", "1",
+               "--max-tokens", "60", "--apply", "--workers", "2", "--state", str(tmp_path / "s.json")]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    line = ""
+    deadline = time.time() + 120
+    while time.time() < deadline and "running on" not in line:
+        line = driver.stderr.readline()
+        assert line or driver.poll() is None, "the run ended early"
+    edited = tree / "stack_1.go"  # planned last: not finished yet
+    edited.write_text(edited.read_text() + "\n// the user's edit\n")
+    _, err = driver.communicate(timeout=300)
+    assert driver.returncode == 0, err
+    assert edited.read_text().endswith("// the user's edit\n")
+    assert "skipped" in err and "stack_1.go" in err and "changed on disk" in err
+
+
+def test_without_ray_installed_ray_is_one_clear_line(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "ray", None)  # `import ray` fails as if not installed
+    tree = make_tree(tmp_path)
+    result = CliRunner().invoke(main, ["batch", str(tree), "-i", "x", "--ray"])
+    assert result.exit_code == EXIT_INPUT
+    assert (
+        result.output.strip()
+        == "editspec: --ray needs Ray: pip install 'editspec[ray]' (on every machine of the cluster)"
+    )
