@@ -96,9 +96,9 @@ def test_ray_cluster_gives_the_in_process_patch(tmp_path, in_process_patch, ray_
 
 
 def test_killing_a_ray_worker_loses_nothing_and_a_rerun_completes(tmp_path, ray_cluster):
-    tree = make_tree(tmp_path, copies=3)
+    tree = make_tree(tmp_path, copies=2)
     originals = {p.name: p.read_text() for p in tree.iterdir()}
-    expected_tree = make_tree(tmp_path / "expected", copies=3)
+    expected_tree = make_tree(tmp_path / "expected", copies=2)
     assert batch(expected_tree, "--apply").returncode == 0
     expected = {p.name: p.read_text() for p in expected_tree.iterdir()}
     state = tmp_path / "kill-state.json"
