@@ -805,7 +805,7 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from .batch import FileOutcome, finish_file
-    from .workers import InProcessPool, WorkerStats, make_tasks
+    from .workers import InProcessPool, WorkersFailed, WorkerStats, make_tasks
 
     displays = [os.path.relpath(job.path) for job in jobs]
     outcomes: dict[int, FileOutcome] = {}
@@ -827,7 +827,7 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
         TimeRemainingColumn(),
         TextColumn("{task.fields[rate]}"),
     ]
-    interrupted = False
+    interrupted, stopped = False, ""
     per_function = isinstance(pool, InProcessPool)
     with Progress(*columns, console=err, disable=quiet or not err.is_terminal, transient=False) as bar:
         task_id = bar.add_task("rewriting", total=total, rate="")
@@ -869,6 +869,8 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
                 state.record(outcome)
         except KeyboardInterrupt:
             interrupted = True
+        except WorkersFailed as e:
+            stopped = str(e)
         finally:
             pool.close()
 
@@ -897,6 +899,9 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
             "interrupted": interrupted,
         }
         json_path.write_text(json.dumps(report, indent=1))
+    if stopped:
+        fail(f"{stopped}; stopped after {len(outcomes)} of {len(jobs)} files. Run the same command again to resume.",
+             EXIT_MODEL)  # fmt: skip
     if interrupted:
         fail(
             f"interrupted after {len(outcomes)} of {len(jobs)} files; every file is either untouched or fully "

@@ -295,18 +295,17 @@ class RayPool:
                 task, actor = queue.pop(0), idle.pop(0)
                 task.attempts += 1
                 running[actor.run.remote(task)] = (task, actor)
-            if not running:
-                raise RuntimeError("no Ray worker is left to run the remaining files")
+            if not running:  # every worker died: stop here; the finished files are kept, a re-run resumes
+                raise WorkersFailed("no Ray worker is left to run the remaining files")
             done, _ = ray.wait(list(running), num_returns=1)
             for ref in done:
                 task, actor = running.pop(ref)
                 try:
                     result = ray.get(ref)
-                except ray.exceptions.RayActorError as e:  # the worker (or its node) is gone: replace it
+                except ray.exceptions.RayActorError as e:  # the worker (or its node) is gone: go on without it
+                    if "creation task" in str(e):
+                        raise WorkersFailed(f"a Ray worker could not start: {e}") from None
                     self.actors.remove(actor)
-                    replacement = self._actor_class.remote(self.spec)
-                    self.actors.append(replacement)
-                    idle.append(replacement)
                     yield from _retry_or_fail(task, queue, e)
                     continue
                 except ray.exceptions.RayError as e:
@@ -330,6 +329,10 @@ class RayPool:
 
 class RayMissing(Exception):
     pass
+
+
+class WorkersFailed(Exception):
+    """The workers cannot go on (none left, or none can start): the batch stops; finished files are kept."""
 
 
 def import_ray():

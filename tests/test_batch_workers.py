@@ -124,11 +124,14 @@ def test_killing_a_ray_worker_loses_nothing_and_a_rerun_completes(tmp_path, ray_
     assert {p.name: p.read_text() for p in tree.iterdir()} == expected, err
 
 
-def test_a_file_changed_on_disk_during_a_worker_run_is_skipped(tmp_path):
+@pytest.mark.parametrize("where", ["workers", "ray"])
+def test_a_file_changed_on_disk_during_a_run_is_skipped(tmp_path, request, where):
     tree = make_tree(tmp_path, copies=2)
+    mode = ["--workers", "2"] if where == "workers" else ["--ray", request.getfixturevalue("ray_cluster")]
     command = [sys.executable, "-m", "editspec.cli", "batch", str(tree), "-i", INSTRUCTION, "--threads", "1",
-               "--max-tokens", "60", "--apply", "--workers", "2", "--state", str(tmp_path / "s.json")]  # fmt: skip
-    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+               "--max-tokens", "60", "--apply", "--state", str(tmp_path / "s.json"), *mode]  # fmt: skip
+    env = dict(os.environ, **RAY_ENV, XDG_CACHE_HOME=CACHE)
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     line = ""
     deadline = time.time() + 120
     while time.time() < deadline and "running on" not in line:
