@@ -320,7 +320,7 @@ def test_the_draft_model_env_var_is_read_where_the_cli_and_the_server_load_model
             made.append(str(path))
 
     monkeypatch.setattr(editspec.backend, "LlamaBackend", Recorder)
-    monkeypatch.setattr(editspec.decoding, "Decoder", lambda backend, options, draft_backend: draft_backend)
+    monkeypatch.setattr(editspec.decoding, "Decoder", lambda backend, options, draft_backend, **_: draft_backend)
     assert open_decoder("tiny", None) is None and len(made) == 1  # no env var: no draft model
     monkeypatch.setenv("EDITSPEC_DRAFT_MODEL", "tiny")
     assert isinstance(open_decoder("tiny", None), Recorder)
