@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import re
 import time
 from collections.abc import Sequence
@@ -20,7 +19,7 @@ from pathlib import Path
 
 import numpy as np
 
-from editspec.prefix_cache import reuse_prefix
+from tests.fakes import FakeBackend
 
 END = 256
 ANSWER_START = b"<|im_start|>assistant\n```"
@@ -39,7 +38,9 @@ def scripted_answer(prompt: str) -> str:
     return code + "\n```\n"
 
 
-class ScriptedBackend:
+class ScriptedBackend(FakeBackend):
+    """FakeBackend's KV bookkeeping (prefill, evaluate, truncate, states) with scripted logits."""
+
     n_vocab = END + 1
     bos_token = -1
     eos_token = END
@@ -50,7 +51,8 @@ class ScriptedBackend:
         self.n_ctx = n_ctx or int(os.environ.get("EDITSPEC_SCRIPTED_CTX", 1 << 16))
         self.tokens: list[int] = []
         self.prefix_cache = None
-        self.last_reused = 0
+        self.last_reused = self.passes = self.read = 0
+        self.end_token = END
         self._answers: dict[bytes, bytes] = {}
 
     # -- text ----------------------------------------------------------------------------------------------
@@ -71,9 +73,6 @@ class ScriptedBackend:
 
     def metadata(self, key: str) -> str | None:
         return None
-
-    def is_end_of_generation(self, token: int) -> bool:
-        return token == END
 
     def identity(self) -> dict:
         return {"model": "scripted"}
@@ -104,32 +103,10 @@ class ScriptedBackend:
     def _answering(self) -> bool:
         return bytes(t for t in self.tokens[-4096:] if t < END).rfind(ANSWER_START) >= 0
 
-    def prefill(self, tokens: Sequence[int], draft: Sequence[int] = ()) -> np.ndarray:
-        self.last_reused = reuse_prefix(self, None, tokens)
-        self.tokens = list(tokens)
-        rows = [self.logits_after(self.tokens)]
-        for tok in draft:
-            self.tokens.append(tok)
-            rows.append(self.logits_after(self.tokens))
-        return np.stack(rows)
-
     def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
         if self.delay and self._answering():
             time.sleep(self.delay)
-        rows = []
-        for tok in tokens:
-            self.tokens.append(tok)
-            rows.append(self.logits_after(self.tokens))
-        return np.stack(rows)
-
-    def truncate(self, n_tokens: int) -> None:
-        del self.tokens[n_tokens:]
-
-    def save_state(self) -> bytes:
-        return pickle.dumps(list(self.tokens))
-
-    def load_state(self, tokens: Sequence[int], state: bytes) -> None:
-        self.tokens = list(tokens)
+        return super().evaluate(tokens)
 
 
 def scripted_decoder(options=None):
