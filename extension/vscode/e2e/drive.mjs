@@ -1,0 +1,207 @@
+// Drives a real VS Code (code-server) in headless Chromium the way a user would, and reports what it saw.
+// Run by tests/test_vscode_real.py, which installs the packaged extension, starts code-server and checks the
+// report against what `editspec rewrite` writes. Every wait is bounded; a step that times out throws.
+//
+// Environment: EDITSPEC_E2E_URL (code-server's workbench URL with ?folder=), EDITSPEC_E2E_FILE (the file,
+// relative to the workspace), EDITSPEC_E2E_LINE (1-based line inside the function), EDITSPEC_E2E_INSTRUCTION,
+// EDITSPEC_E2E_CANCEL_INSTRUCTION, EDITSPEC_E2E_OUT (directory for report.json and screenshots),
+// EDITSPEC_E2E_CHROMIUM (the browser), EDITSPEC_E2E_PLAYWRIGHT (playwright-core's package directory).
+import { createRequire } from "node:module";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+
+const env = (name) => {
+  const value = process.env[name];
+  if (!value) throw new Error(`${name} is not set`);
+  return value;
+};
+const require = createRequire(import.meta.url);
+const { chromium } = require(env("EDITSPEC_E2E_PLAYWRIGHT"));
+const OUT = env("EDITSPEC_E2E_OUT");
+const FILE = env("EDITSPEC_E2E_FILE");
+const WORKSPACE_FILE = env("EDITSPEC_E2E_PATH");
+const report = { steps: [] };
+const log = (step, detail = {}) => {
+  report.steps.push({ step, at: Date.now(), ...detail });
+  console.log(`[e2e] ${step} ${JSON.stringify(detail)}`);
+};
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** The text Monaco shows in the active editor (all lines are visible: the sample is short). */
+async function editorText(page) {
+  return page.evaluate(() => {
+    const editor = document.querySelector(".editor-group-container.active .monaco-editor .view-lines");
+    if (!editor) return null;
+    const lines = [...editor.querySelectorAll(".view-line")].map((el) => ({
+      top: parseFloat(el.style.top || "0"),
+      text: (el.textContent || "").replace(/\u00a0/g, " "),
+    }));
+    lines.sort((a, b) => a.top - b.top);
+    return lines.map((l) => l.text).join("\n");
+  });
+}
+
+async function waitFor(what, predicate, timeoutMs, intervalMs = 50) {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await predicate();
+    if (value) return value;
+    if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(intervalMs);
+  }
+}
+
+async function runCommand(page, title) {
+  await page.keyboard.press("F1");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 10000 });
+  await input.fill(`>${title}`);
+  const row = page.locator(".quick-input-widget .monaco-list-row", { hasText: title }).first();
+  await row.waitFor({ state: "visible", timeout: 10000 });
+  await page.keyboard.press("Enter");
+}
+
+async function askRewrite(page, instruction) {
+  await runCommand(page, "EditSpec: Rewrite Function");
+  const input = page.locator(".quick-input-widget input");
+  await waitFor(
+    "the instruction box",
+    async () => (await input.getAttribute("placeholder"))?.includes("instruction"),
+    10000,
+  );
+  await input.fill(instruction);
+  await page.keyboard.press("Enter");
+}
+
+const progressShown = (page) => page.locator(".notifications-toasts .notification-toast", { hasText: "EditSpec" }).count();
+
+/** Saves the file and reads it from disk: the exact text, line ends and all. */
+async function savedText(page) {
+  await page.keyboard.press("Control+S");
+  await sleep(300);
+  await waitFor("the save", async () => !(await page.locator(".tab.active.dirty").count()), 10000);
+  return readFileSync(WORKSPACE_FILE, "utf8");
+}
+
+async function moveCursor(page, line) {
+  await page.keyboard.press("Control+G");
+  const input = page.locator(".quick-input-widget input");
+  await input.waitFor({ state: "visible", timeout: 10000 });
+  await input.fill(`:${line}:5`);
+  await page.keyboard.press("Enter");
+  await sleep(200);
+}
+
+const browser = await chromium.launch({
+  executablePath: env("EDITSPEC_E2E_CHROMIUM"),
+  headless: true,
+  args: ["--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage"],
+});
+try {
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  page.setDefaultTimeout(20000);
+  await page.goto(env("EDITSPEC_E2E_URL"), { waitUntil: "domcontentloaded", timeout: 60000 });
+  await page.locator(".monaco-workbench").waitFor({ state: "visible", timeout: 60000 });
+  log("workbench");
+
+  // Open the file with Quick Open, as a user would.
+  await sleep(1000);
+  await page.keyboard.press("Control+P");
+  const quick = page.locator(".quick-input-widget input");
+  await quick.waitFor({ state: "visible", timeout: 10000 });
+  await quick.fill(FILE);
+  await page.locator(".quick-input-widget .monaco-list-row", { hasText: FILE }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press("Enter");
+  const original = await waitFor("the file in the editor", async () => {
+    const text = await editorText(page);
+    return text && text.length > 10 ? text : null;
+  }, 20000);
+  log("opened", { lines: original.split("\n").length });
+  const originalOnDisk = readFileSync(WORKSPACE_FILE, "utf8");
+
+  // Wait until the extension's server is up: its commands are in the palette once it activated.
+  const line = Number(env("EDITSPEC_E2E_LINE"));
+  await moveCursor(page, line);
+
+  // 1. Rewrite: watch the function change while the model writes.
+  await askRewrite(page, env("EDITSPEC_E2E_INSTRUCTION"));
+  log("rewrite asked");
+  const states = [];
+  let screenshot = null;
+  let sawProgress = false;
+  const started = Date.now();
+  for (;;) {
+    const text = await editorText(page);
+    if (text !== null && text !== (states.length ? states[states.length - 1] : original)) {
+      states.push(text);
+      if (!screenshot && states.length >= 1) {
+        screenshot = join(OUT, "mid-rewrite.png");
+        await page.screenshot({ path: screenshot });
+      }
+    }
+    const showing = (await progressShown(page)) > 0;
+    sawProgress = sawProgress || showing;
+    if (sawProgress && !showing) break;
+    if (Date.now() - started > 240000) throw new Error("the rewrite did not finish within 240 s");
+    await sleep(25);
+  }
+  await sleep(500);
+  const afterRewrite = await savedText(page);
+  log("rewrite done", { states: states.length, seconds: (Date.now() - started) / 1000 });
+
+  // 2. One undo gives the original file back.
+  await page.keyboard.press("Control+Z");
+  await sleep(300);
+  const afterUndo = await savedText(page);
+  log("undone");
+
+  // 3. Another rewrite, cancelled from the notification's Cancel button once the function has started to change.
+  await moveCursor(page, line);
+  await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
+  const cancelStarted = Date.now();
+  const cancelButton = page.locator(".notifications-toasts .notification-toast", { hasText: "EditSpec" })
+    .locator(".monaco-button", { hasText: "Cancel" });
+  await cancelButton.first().waitFor({ state: "visible", timeout: 120000 });
+  const changedBeforeCancel = await waitFor("the first streamed edit", async () => {
+    const text = await editorText(page);
+    if (text !== null && text !== original) return text;
+    if (!(await progressShown(page))) return "finished";
+    return null;
+  }, 120000, 10);
+  await cancelButton.first().click({ timeout: 5000 });
+  log("cancel clicked", { changedBeforeCancel: changedBeforeCancel !== "finished", seconds: (Date.now() - cancelStarted) / 1000 });
+  await waitFor("the notification to close", async () => !(await progressShown(page)), 60000);
+  await sleep(500);
+  const afterCancel = await savedText(page);
+  log("cancelled");
+
+  // 4. The speculation trace in a webview.
+  await runCommand(page, "EditSpec: Show Speculation");
+  const webviewText = await waitFor("the trace webview", async () => {
+    for (const frame of page.frames()) {
+      try {
+        const text = await frame.evaluate(() => document.body ? document.body.innerText : "");
+        if (text && /draft|accepted|speculation/i.test(text) && frame !== page.mainFrame()) return text;
+      } catch {
+        // frames come and go while the webview loads
+      }
+    }
+    return null;
+  }, 30000, 250);
+  await page.screenshot({ path: join(OUT, "trace.png") });
+  log("trace shown");
+
+  Object.assign(report, {
+    original: originalOnDisk,
+    states,
+    afterRewrite,
+    afterUndo,
+    afterCancel,
+    cancelledMidway: changedBeforeCancel !== "finished",
+    webviewText: webviewText.slice(0, 4000),
+    screenshot,
+  });
+} finally {
+  writeFileSync(join(OUT, "report.json"), JSON.stringify(report, null, 1));
+  await browser.close();
+}
