@@ -66,7 +66,8 @@ def free_port() -> int:
 def package_extension(tmp_path: Path) -> Path:
     """editspec.vsix as `npm run package` makes it (the bundle, then vsce), written to tmp_path."""
     vsix = tmp_path / "editspec.vsix"
-    for command in (["npm", "run", "build"], ["npx", "--no-install", "vsce", "package", "--no-dependencies", "-o", str(vsix)]):
+    vsce = ["npx", "--no-install", "vsce", "package", "--no-dependencies", "-o", str(vsix)]
+    for command in (["npm", "run", "build"], vsce):
         run = subprocess.run(command, cwd=EXTENSION, capture_output=True, text=True, timeout=180)
         assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
     return vsix
@@ -139,10 +140,11 @@ class CodeServer:
             try:
                 urllib.request.urlopen(f"http://127.0.0.1:{self.port}/healthz", timeout=2).read()
                 break
-            except OSError:
+            except OSError as e:
                 if self.process.poll() is not None or time.monotonic() > deadline:
                     self.stop()
-                    raise AssertionError("code-server did not start: " + (tmp_path / "code-server.log").read_text())
+                    log = (tmp_path / "code-server.log").read_text()
+                    raise AssertionError(f"code-server did not start: {log}") from e
                 time.sleep(0.25)
 
     def stop(self):
