@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import prompts
+from . import oracle, peer, prompts
 from .backend import LlamaBackend
 from .decoding import DecodeOptions, Decoder
 from .models import extra_buffers_allowed
@@ -30,6 +30,7 @@ METHODS = (
     "editspec_lookup",
     "editspec_draft_model",
 )
+SERVER_METHODS = tuple(peer.SPEC_ARGS)  # added when $LLAMA_SERVER names a llama-server binary
 STORY = "Write a short story about a lighthouse keeper who finds a message in a bottle."
 DATA_ENV = "EDITSPEC_BENCH_DATA"
 
@@ -62,6 +63,7 @@ class Run:
     drafted: int | None = None
     accepted: int | None = None
     prefill_output_tokens: int = 1  # editspec's opening copy may add some to the prefill's first token
+    drafted_lengths: list[int] | None = None  # per decoding pass, how many drafted tokens it verified
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -157,6 +159,22 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop) -> 
         s.drafted_tokens,
         s.accepted_tokens,
         s.prefill_output_tokens,
+        [len(r.drafted) for r in s.rounds if not r.opening],
+    )
+
+
+def run_server(server: peer.LlamaServer, case: Case) -> Run:
+    """llama.cpp's server on the same prompt tokens; prefill and decode times from its own timings."""
+    answer = server.complete(case.prompt, case.max_tokens, case.fenced)
+    t = answer["timings"]
+    tokens = answer.get("tokens") or []
+    return Run(
+        list(tokens),
+        t["prompt_ms"] / 1000,
+        t["predicted_ms"] / 1000,
+        drafted=t.get("draft_n"),
+        accepted=t.get("draft_n_accepted"),
+        prefill_output_tokens=0,  # predicted_ms covers every generated token
     )
 
 
@@ -198,9 +216,21 @@ def run_benchmark(
     repeat: int = 1,
     progress: Callable[[str], None] = lambda msg: None,
 ) -> dict:
-    unknown = set(methods) - set(METHODS)
+    server = peer.server_binary()
+    if server is not None and tuple(methods) == METHODS:
+        methods = (*METHODS, *SERVER_METHODS)
+    unknown = set(methods) - set(METHODS) - set(SERVER_METHODS)
     if unknown:
-        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS)}")
+        raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS + SERVER_METHODS)}")
+    if server is None and set(methods) & set(SERVER_METHODS):
+        raise ValueError(f"the llama-server methods need ${peer.SERVER_ENV}: the path of a llama-server binary")
+    with contextlib.ExitStack() as servers:
+        return _run_benchmark(
+            model, draft_model, data, limit, threads, tuple(methods), n_ctx, repeat, progress, server, servers
+        )
+
+
+def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, repeat, progress, server, servers):
     data_path = find_data(data)
     backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
     threads = backend.n_threads
@@ -220,6 +250,12 @@ def run_benchmark(
             runners[name] = lambda c, stop: run_editspec(plain_engine, c.prompt, c.max_tokens, stop)
         elif name == "editspec_lookup":
             runners[name] = lambda c, stop: run_editspec(lookup, c.prompt, c.max_tokens, stop)
+        elif name in SERVER_METHODS:
+            progress(f"starting llama-server ({name})")
+            srv = servers.enter_context(
+                peer.LlamaServer(server, backend.path, threads=threads, n_ctx=n_ctx, extra=peer.SPEC_ARGS[name])
+            )
+            runners[name] = lambda c, stop, srv=srv: run_server(srv, c)
         elif name == "editspec_draft_model":
             # Without --draft-model the bundled model drafts for itself: correct, but it cannot be faster.
             draft_backend = LlamaBackend(draft_model or backend.path, n_ctx=n_ctx, n_threads=threads)
@@ -251,6 +287,8 @@ def run_benchmark(
             for name in methods:
                 rate = runs[name].decode_tokens_per_second
                 record["methods"][name]["speedup_vs_plain"] = round(rate / base, 3) if base else None
+        if "editspec_lookup" in runs:
+            record["oracle"] = oracle_record(case, runs["editspec_lookup"], lookup.verify_seconds, record)
         return record
 
     story_prompt = backend.tokenize(prompts.chat_prompt(backend, STORY))
@@ -284,10 +322,21 @@ def run_benchmark(
             "same_as_plain": sum(1 for s in same if s),
             "cases": len(results),
         }
+    replays = [r["oracle"] for r in results if "oracle" in r]
+    oracle_summary = None
+    if replays:
+        oracle_summary = {
+            "median_speedup": round(statistics.median(o["speedup"] for o in replays), 3),
+            "median_live_over_oracle": _median([o["live_over_oracle"] for o in replays]),
+            "median_live_modelled_speedup": _median([o["live_modelled_speedup"] for o in replays]),
+        }
     return {
+        "methods": list(methods),
         "machine": {"threads": threads, "model": str(backend.path), "cpu_count": os.cpu_count()},
+        "peers": peer_ratios(results, methods),
         "cases": results,
         "summary": summary,
+        "oracle": oracle_summary,
         "story": {name: story["methods"][name].get("speedup_vs_plain") for name in methods},
         "story_case": story,
         "limit": round(lookup.limit(), 3),
@@ -296,6 +345,57 @@ def run_benchmark(
     }
 
 
+def peer_ratios(results: list[dict], methods) -> dict:
+    """editspec lookup's decode speed over each peer's, per case, in the median."""
+
+    def rate(r, name):
+        return r["methods"][name]["tokens_per_s"] if name in r["methods"] else None
+
+    ratios = {}
+    if "editspec_lookup" not in methods:
+        return ratios
+    pld = [m for m in ("llama_cpp_pld10", "llama_cpp_pld2") if m in methods]
+    if pld:
+        ratios["over_better_llama_cpp_pld"] = _median(
+            [rate(r, "editspec_lookup") / max(rate(r, m) for m in pld) for r in results if max(rate(r, m) for m in pld)]
+        )
+    for m in SERVER_METHODS:
+        if m in methods:
+            ratios[f"over_{m}"] = _median([rate(r, "editspec_lookup") / rate(r, m) for r in results if rate(r, m)])
+    if "llama_server_ngram_mod" in methods and "llama_server_plain" in methods:
+        ratios["llama_server_ngram_mod_over_its_plain"] = _median(
+            [
+                rate(r, "llama_server_ngram_mod") / rate(r, "llama_server_plain")
+                for r in results
+                if rate(r, "llama_server_plain")
+            ]
+        )
+    return ratios
+
+
+def _median(values) -> float | None:
+    values = [v for v in values if v is not None]
+    return round(statistics.median(values), 3) if values else None
+
+
+def oracle_record(case: Case, run: Run, verify_seconds, record: dict) -> dict:
+    """The oracle replay of editspec's lookup run: the best draft lengths with the same drafts and these costs,
+    beside the live run (measured, and by the same cost model)."""
+    r = oracle.replay(case.prompt, run.tokens, run.prefill_output_tokens, verify_seconds)
+    modelled = oracle.live_model_seconds(run.drafted_lengths or [], verify_seconds)
+    live = record["methods"]["editspec_lookup"].get("speedup_vs_plain")
+    return {
+        "decoded": r.decoded,
+        "speedup": round(r.speedup, 3),
+        "live_modelled_speedup": round(r.plain_seconds / modelled, 3) if modelled else None,
+        "live_over_oracle": round(live / r.speedup, 3) if live else None,
+        "copyable": round(sum(1 for a in r.agreement if a > 0) / len(r.agreement), 3) if r.agreement else None,
+    }
+
+
 def _case_line(record: dict, methods) -> str:
     parts = [f"{n}={record['methods'][n]['tokens_per_s']:.0f}t/s" for n in methods]
+    if "oracle" in record:
+        o = record["oracle"]
+        parts.append(f"oracle={o['speedup']:.2f}x live/oracle={o['live_over_oracle']}")
     return "    " + "  ".join(parts)

@@ -533,7 +533,7 @@ def bench(model, draft_model, threads, data, limit, methods, repeat, json_path, 
                 repeat=repeat,
                 progress=progress,
             )
-            print_bench(result, chosen)
+            print_bench(result, result["methods"])
     except ModelError as e:
         fail(str(e), EXIT_MODEL)
     except (FileNotFoundError, ValueError) as e:
@@ -649,6 +649,40 @@ def print_bench(result: dict, methods) -> None:
         )
     out.print(table)
     out.print(f"This machine's limit (one decode step / best per-token verify cost): {result['limit']:.2f}x")
+    labels = {
+        "over_better_llama_cpp_pld": "the better of llama-cpp-python's prompt lookups",
+        "over_llama_server_plain": "llama-server plain",
+        "over_llama_server_ngram_mod": "llama-server ngram-mod",
+    }
+    for key, label in labels.items():
+        if result.get("peers", {}).get(key) is not None:
+            out.print(f"editspec lookup over {label}: {result['peers'][key]:.2f}x (median per case)")
+    own = result.get("peers", {}).get("llama_server_ngram_mod_over_its_plain")
+    if own is not None:
+        out.print(f"llama-server ngram-mod over its own plain: {own:.2f}x")
+    if result.get("oracle"):
+        o = result["oracle"]
+        per_case = Table(title="editspec lookup per case: live vs the oracle replay (best draft lengths, same drafts)")
+        for col in ("case", "tokens", "live", "oracle", "live/oracle", "copyable"):
+            per_case.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
+        for r in result["cases"]:
+            c = r.get("oracle")
+            if c is None:
+                continue
+            live = r["methods"]["editspec_lookup"].get("speedup_vs_plain")
+            per_case.add_row(
+                r["case"],
+                str(r["methods"]["editspec_lookup"]["tokens"]),
+                "-" if live is None else f"{live:.2f}x",
+                f"{c['speedup']:.2f}x",
+                "-" if c["live_over_oracle"] is None else f"{c['live_over_oracle']:.2f}",
+                "-" if c["copyable"] is None else f"{c['copyable']:.0%}",
+            )
+        out.print(per_case)
+        out.print(
+            f"oracle replay: median {o['median_speedup']:.2f}x over plain; live/oracle median "
+            f"{o['median_live_over_oracle']}; live by the same cost model {o['median_live_modelled_speedup']}x"
+        )
 
 
 @main.command()

