@@ -6,8 +6,8 @@ Measured once per model file and thread count, then cached under ~/.cache/editsp
 from __future__ import annotations
 
 import json
+import math
 import os
-import statistics
 import time
 from pathlib import Path
 
@@ -22,19 +22,20 @@ def cache_file() -> Path:
 
 
 def measure_verify_seconds(backend, repeats: int = 5) -> list[float]:
-    """Median seconds of `evaluate` over m tokens, m = 0..MAX_PASS (index 0 unused), interpolated."""
+    """Seconds of `evaluate` over m tokens, m = 0..MAX_PASS (index 0 unused), interpolated. Robust to a busy
+    machine: the lengths are measured in `repeats` interleaved sweeps, and each keeps its fastest time (another
+    process on a core only ever adds time, and a busy spell then hits one sweep, not one length)."""
     filler = [t % (backend.n_vocab - 10) + 10 for t in range(CONTEXT_TOKENS)]
     backend.truncate(0)
     backend.prefill(filler)
-    measured = {}
-    for m in MEASURED_LENGTHS:
-        times = []
-        for _ in range(repeats):
+    times: dict[int, list[float]] = {m: [] for m in MEASURED_LENGTHS}
+    for _ in range(repeats):
+        for m in MEASURED_LENGTHS:
             t0 = time.perf_counter()
             backend.evaluate(filler[:m])
-            times.append(time.perf_counter() - t0)
+            times[m].append(time.perf_counter() - t0)
             backend.truncate(CONTEXT_TOKENS)
-        measured[m] = statistics.median(times)
+    measured = {m: min(t) for m, t in times.items()}
     backend.truncate(0)
     costs = [0.0]
     lengths = sorted(measured)
@@ -60,15 +61,108 @@ def verify_seconds(backend, refresh: bool = False) -> list[float]:
     if not refresh and isinstance(cached.get(key), list) and len(cached[key]) == MAX_PASS + 1:
         return cached[key]
     costs = measure_verify_seconds(backend)
-    cached[key] = costs
+    _atomic_update(path, key, costs)  # a read-only home only costs a re-measurement next time
+    return costs
+
+
+def _atomic_update(path: Path, key: str, value) -> None:
+    """Set path's JSON object's `key` to `value`, replacing the file atomically (a read-only cache is no error)."""
+    try:
+        cached = json.loads(path.read_text())
+    except (OSError, ValueError):
+        cached = {}
+    if not isinstance(cached, dict):
+        cached = {}
+    cached[key] = value
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
         tmp.write_text(json.dumps(cached, indent=1))
         tmp.replace(path)
     except OSError:
-        pass  # a read-only home only costs a re-measurement next time
-    return costs
+        pass
+
+
+def learned_file() -> Path:
+    return cache_file().with_name("learned.json")
+
+
+class LearnedState:
+    """What rewrites taught about one model file on this machine (its calibration's identity): the draft-length
+    policy's acceptance estimates and the verify costs the rounds actually took. Loaded when a decoder starts,
+    saved after every request, so that a short answer does not pay for learning again."""
+
+    def __init__(self, backend):
+        self.key = json.dumps(backend.identity(), sort_keys=True)
+
+    def load(self) -> dict:
+        try:
+            entry = json.loads(learned_file().read_text()).get(self.key)
+        except (OSError, ValueError, AttributeError):
+            return {}
+        return entry if isinstance(entry, dict) else {}
+
+    def save(self, state: dict) -> None:
+        _atomic_update(learned_file(), self.key, state)
+
+
+# Online costs: the calibration is a prior worth PRIOR_ROUNDS rounds at every length; each observed round
+# (m tokens, s seconds) is evidence of log(s / calibrated[m]), shared with nearby lengths by a kernel in log m
+# (KERNEL_WIDTH), and lengths beyond those observed take the ratio of the longest observed, so rounds of 4 to 8
+# tokens also correct a calibration of 16 or 33 (a policy that believes long passes are dear never runs them,
+# so they must be corrected from the ones it does run). Ratios are clipped
+# (a round that waited on another process says little about the machine) and older rounds slowly forgotten.
+PRIOR_ROUNDS = 8.0
+KERNEL_WIDTH = 0.35
+COST_FORGETTING = 0.998
+MAX_LOG_RATIO = math.log(3.0)
+
+
+class OnlineCosts:
+    def __init__(self, calibrated, state: dict | None = None):
+        self.calibrated = list(calibrated)
+        # per pass length m: [weighted sum of log ratios, weight]
+        self.evidence = [[0.0, 0.0] for _ in self.calibrated]
+        # Evidence is relative to the calibration it was gathered against: a new calibration starts afresh.
+        same = state and state.get("calibration_total") == round(sum(self.calibrated), 6)
+        if same and isinstance(state.get("evidence"), list) and len(state["evidence"]) == len(self.calibrated):
+            with_numbers = all(isinstance(e, list) and len(e) == 2 for e in state["evidence"])
+            if with_numbers:
+                self.evidence = [[float(a), float(b)] for a, b in state["evidence"]]
+
+    def observe(self, m: int, seconds: float) -> None:
+        if not 1 <= m < len(self.calibrated) or seconds <= 0:
+            return
+        ratio = max(-MAX_LOG_RATIO, min(MAX_LOG_RATIO, math.log(seconds / self.calibrated[m])))
+        for e in self.evidence:
+            e[0] *= COST_FORGETTING
+            e[1] *= COST_FORGETTING
+        self.evidence[m][0] += ratio
+        self.evidence[m][1] += 1.0
+
+    def costs(self) -> list[float]:
+        """The calibration corrected by the evidence; a longer pass never costs less than a shorter one."""
+        observed = [(j, s, w) for j, (s, w) in enumerate(self.evidence) if w > 1e-6]
+        shortest = min((j for j, _, _ in observed), default=1)
+        longest = max((j for j, _, _ in observed), default=1)
+        costs = [0.0]
+        for m in range(1, len(self.calibrated)):
+            total, weight = 0.0, PRIOR_ROUNDS
+            at = min(max(m, shortest), longest)  # beyond the lengths observed, the nearest ones speak for it
+            for j, s, w in observed:
+                k = math.exp(-abs(math.log(j / at)) / KERNEL_WIDTH)
+                total += k * s
+                weight += k * w
+            costs.append(self.calibrated[m] * math.exp(total / weight))
+        for m in range(2, len(costs)):
+            costs[m] = max(costs[m], costs[m - 1])
+        return costs
+
+    def state(self) -> dict:
+        return {
+            "calibration_total": round(sum(self.calibrated), 6),
+            "evidence": [[round(s, 5), round(w, 4)] for s, w in self.evidence],
+        }
 
 
 def speedup_limit(costs: list[float]) -> float:

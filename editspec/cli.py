@@ -764,11 +764,16 @@ def batch(
             import_ray()
         except RayMissing as e:
             fail(str(e), EXIT_INPUT)
-    # The driver loads the model too: its calibration goes to every worker (so all draft, and write, alike),
+    # The driver loads the model too: its calibration and acceptance estimates go to every worker (so all draft,
+    # and write, alike),
     # and in this process it does the work.
     decoder = load_decoder(decode, quiet)
     spec = worker_spec(decode, instruction)
-    spec = replace(spec, verify_seconds=tuple(decoder.verify_seconds) if decoder.verify_seconds else None)
+    spec = replace(
+        spec,
+        verify_seconds=tuple(decoder.verify_seconds) if decoder.verify_seconds else None,
+        policy_state=decoder.policy.state() if decoder.policy is not None else None,
+    )
     from .workers import InProcessPool
 
     if ray_address:

@@ -47,23 +47,46 @@ def check_same_vocabulary(target, draft) -> None:
 class Decoder:
     """A target model (and optional draft model) ready to decode with the chosen options."""
 
-    def __init__(self, backend, options: DecodeOptions | None = None, draft_backend=None, verify_seconds=None):
-        """`verify_seconds`: the verify costs to plan drafts with, instead of this machine's calibration (batch
-        workers take the driver's, so that every worker drafts, and so writes, exactly as the driver would)."""
+    def __init__(
+        self, backend, options: DecodeOptions | None = None, draft_backend=None, verify_seconds=None, policy_state=None
+    ):
+        """`verify_seconds` and `policy_state`: the verify costs and acceptance estimates to plan drafts with,
+        fixed, instead of what this machine's calibration and earlier rewrites say (batch workers take the
+        driver's, so that every worker drafts, and so writes, exactly as the driver would). Without them the
+        decoder learns: it starts from what earlier requests on this model taught (acceptance estimates, and the
+        verify costs the rounds really took, correcting the calibration), and saves it after each request."""
         self.backend = backend
         self.options = options or DecodeOptions()
         self.draft_backend = draft_backend
         if draft_backend is not None:
             check_same_vocabulary(backend, draft_backend)
+        self.learning = self.options.speculate and verify_seconds is None and policy_state is None
+        self.learned = calibration.LearnedState(backend) if self.learning else None
+        state = self.learned.load() if self.learned is not None else {}
         if not self.options.speculate:
             self.verify_seconds = None
         else:
-            self.verify_seconds = list(verify_seconds) if verify_seconds else calibration.verify_seconds(backend)
+            calibrated = list(verify_seconds) if verify_seconds else calibration.verify_seconds(backend)
+            self.costs = calibration.OnlineCosts(calibrated, state.get("costs"))
+            self.verify_seconds = self.costs.costs() if self.learning else calibrated
         self.draft_step_seconds = calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
         # What the policy learns about acceptance is a property of the model: keep it across requests.
         self.policy = (
             AdaptiveDraftLength(self.verify_seconds, self.draft_step_seconds) if self.options.speculate else None
         )
+        if self.policy is not None:
+            self.policy.load(policy_state if policy_state is not None else state.get("acceptance"))
+
+    def _learn(self, generation: Generation) -> None:
+        """Fold the rounds' real costs into the verify costs, and keep what was learned for the next request."""
+        if not self.learning or self.options.draft_length is not None:
+            return
+        for r in generation.stats.rounds:
+            if not r.opening and r.origin != "model":  # a draft model's rounds include its own steps
+                self.costs.observe(len(r.drafted) + 1, r.seconds)
+        self.verify_seconds = self.costs.costs()
+        self.policy.verify_seconds = list(self.verify_seconds)
+        self.learned.save({"acceptance": self.policy.state(), "costs": self.costs.state()})
 
     def _parts(self):
         o = self.options
@@ -92,7 +115,7 @@ class Decoder:
         wanted = next(n for n in (max_tokens, self.options.max_tokens, DEFAULT_MAX_TOKENS) if n is not None)
         if room <= 1:
             raise ValueError(f"the prompt ({len(prompt)} tokens) fills the model's context ({self.backend.n_ctx})")
-        return generate(
+        generation = generate(
             self.backend,
             prompt,
             acceptance,
@@ -104,6 +127,8 @@ class Decoder:
             stop=stop,
             on_tokens=on_tokens,
         )
+        self._learn(generation)
+        return generation
 
     def limit(self) -> float:
         costs = self.verify_seconds or calibration.verify_seconds(self.backend)
@@ -121,6 +146,7 @@ def open_decoder(
     gpu_layers: int | None = None,
     on_prepare=None,
     verify_seconds=None,
+    policy_state=None,
 ) -> Decoder:
     """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with.
     `model`: a name or a GGUF path (None: $EDITSPEC_MODEL, else `coder`); `draft_model` likewise (None:
@@ -142,4 +168,4 @@ def open_decoder(
     if draft_model:
         path = resolve_model_path(draft_model, DRAFT_MODEL_ENV, progress=on_prepare)
         draft = LlamaBackend(path, n_ctx=backend.n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)
-    return Decoder(backend, options, draft_backend=draft, verify_seconds=verify_seconds)
+    return Decoder(backend, options, draft_backend=draft, verify_seconds=verify_seconds, policy_state=policy_state)

@@ -28,9 +28,15 @@ def run_bucket(run: int) -> int:
     return bisect.bisect_right(RUN_BUCKETS, run) - 1
 
 
+# Before any evidence, per bucket: how often a copied token is accepted after a match of that length. Measured on
+# copy-edits (Qwen2.5-Coder-1.5B rewriting functions; SmolLM2 is much the same): a one-token match is right a
+# quarter of the time, a copy that has held for 8 tokens is right 98% of the time, one of 32 or more 99%.
+PRIOR_ACCEPTANCE = (0.2, 0.3, 0.45, 0.65, 0.85, 0.88, 0.95, 0.96, 0.98, 0.98, 0.985, 0.985, 0.985)
+
+
 def prior_acceptance(run: int) -> float:
-    """Before any evidence: a one-token match is a coin flip, a long copy usually holds."""
-    return min(0.9, 0.4 + 0.05 * run)
+    """Before any evidence: a one-token match is usually a coincidence, a long copy nearly always holds."""
+    return PRIOR_ACCEPTANCE[run_bucket(run)]
 
 
 def expected_tokens(alpha: float, k: int) -> float:
@@ -65,6 +71,34 @@ class AdaptiveDraftLength:
         self.successes = [prior_acceptance(RUN_BUCKETS[b]) * PRIOR_WEIGHT for b in range(n)]
         self.trials = [PRIOR_WEIGHT] * n
         self.model_successes, self.model_trials = 0.6 * PRIOR_WEIGHT, PRIOR_WEIGHT
+
+    def state(self) -> dict:
+        """The acceptance estimates, to start the next request (or process) from."""
+        return {
+            "successes": [round(x, 4) for x in self.successes],
+            "trials": [round(x, 4) for x in self.trials],
+            "model": [round(self.model_successes, 4), round(self.model_trials, 4)],
+        }
+
+    def load(self, state: dict | None) -> None:
+        """Start from earlier estimates (ignored unless well-formed: a damaged cache is no error)."""
+        if not isinstance(state, dict):
+            return
+        try:
+            successes = [float(x) for x in state["successes"]]
+            trials = [float(x) for x in state["trials"]]
+            model = [float(x) for x in state["model"]]
+        except (KeyError, TypeError, ValueError):
+            return
+        n = len(RUN_BUCKETS)
+        if len(successes) != n or len(trials) != n or len(model) != 2:
+            return
+        if any(not 0 <= s <= t for s, t in zip(successes, trials, strict=True)) or not 0 <= model[0] <= model[1]:
+            return
+        if min(trials) <= 0 or model[1] <= 0:
+            return
+        self.successes, self.trials = successes, trials
+        self.model_successes, self.model_trials = model
 
     @property
     def max_length(self) -> int:

@@ -41,6 +41,7 @@ class WorkerSpec:
     prefix_cache_mb: int
     instruction: str
     verify_seconds: tuple[float, ...] | None = None  # the driver's calibration: every worker drafts alike
+    policy_state: dict | None = None  # and the driver's acceptance estimates
 
 
 @dataclass
@@ -103,6 +104,7 @@ class BatchWorker:
             prefix_cache_mb=spec.prefix_cache_mb,
             gpu_layers=spec.gpu_layers,
             verify_seconds=spec.verify_seconds,
+            policy_state=spec.policy_state,
         )
         self.rewriter = Rewriter(decoder, spec.context_tokens)
         self.instruction = spec.instruction
@@ -128,6 +130,7 @@ class BatchWorker:
         """The in-process worker, around the driver's own (already loaded) model."""
         worker = cls.__new__(cls)
         worker.rewriter, worker.instruction, worker.name = rewriter, instruction, ""
+        rewriter.decoder.learning = False  # fixed costs and estimates, as in the worker processes
         worker.policy = copy.deepcopy(rewriter.decoder.policy)
         return worker
 
