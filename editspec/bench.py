@@ -174,7 +174,8 @@ def run_server(server: peer.LlamaServer, case: Case) -> Run:
         t["predicted_ms"] / 1000,
         drafted=t.get("draft_n"),
         accepted=t.get("draft_n_accepted"),
-        prefill_output_tokens=0,  # predicted_ms covers every generated token
+        # Like its own predicted_per_second: the first token comes with the prompt, predicted_ms makes the rest.
+        prefill_output_tokens=1,
     )
 
 

@@ -642,7 +642,7 @@ def print_bench(result: dict, methods) -> None:
         table.add_row(
             name,
             f"{s['median_tokens_per_s']:.1f}",
-            f"{s['median_speedup_vs_plain']:.2f}x",
+            "-" if s["median_speedup_vs_plain"] is None else f"{s['median_speedup_vs_plain']:.2f}x",
             f"{story:.2f}x" if story is not None else "-",
             f"{s['median_prefill_seconds']:.2f}",
             f"{s['same_as_plain']}/{s['cases']}",

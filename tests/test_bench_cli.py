@@ -1,6 +1,7 @@
 """`editspec bench` on one small case: it runs, and its JSON has the documented shape."""
 
 import json
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -70,6 +71,45 @@ def test_bench_writes_the_documented_json(tmp_path):
     assert report["limit"] > 1.5
     assert report["repeat"] == 2
     assert "editspec_lookup" in result.output
+
+
+def test_llama_server_joins_the_benchmark_when_named(tmp_path, monkeypatch):
+    """$LLAMA_SERVER adds llama.cpp's server, plain and ngram-mod, on loopback, with the same model, threads and
+    prompt tokens; speeds come from its timings (here a stand-in that says 50 and 100 tokens/s)."""
+    data = tmp_path / "cases.jsonl"
+    data.write_text(json.dumps(CASE) + "\n")
+    log = tmp_path / "server.log"
+    monkeypatch.setenv("LLAMA_SERVER", str(Path(__file__).with_name("fake_llama_server.py")))
+    monkeypatch.setenv("FAKE_LLAMA_SERVER_LOG", str(log))
+    out = tmp_path / "bench.json"
+    methods = "editspec_lookup,llama_server_plain,llama_server_ngram_mod"
+    args = ["bench", "--data", str(data), "--limit", "1", "--threads", "2", "--methods", methods, "--json", str(out)]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    case = report["cases"][0]["methods"]
+    assert case["llama_server_plain"]["tokens_per_s"] == pytest.approx(50.0)
+    assert case["llama_server_ngram_mod"]["tokens_per_s"] == pytest.approx(100.0)
+    assert report["peers"]["llama_server_ngram_mod_over_its_plain"] == pytest.approx(2.0)
+    lookup = case["editspec_lookup"]["tokens_per_s"]
+    assert report["peers"]["over_llama_server_ngram_mod"] == pytest.approx(lookup / 100.0, rel=0.01)
+    assert "llama-server ngram-mod" in result.output
+    entries = [json.loads(line) for line in log.read_text().splitlines()]
+    started = [e["args"] for e in entries if "args" in e]
+    assert len(started) == 2 and all(a[a.index("--host") + 1] == "127.0.0.1" for a in started)
+    assert all(a[a.index("-m") + 1] == report["machine"]["model"] and a[a.index("-t") + 1] == "2" for a in started)
+    assert sorted("--spec-type" in a for a in started) == [False, True]
+    requests = [e for e in entries if "request" in e]
+    assert all(r["request"]["temperature"] == 0 and r["request"]["cache_prompt"] is False for r in requests)
+    fenced = [r for r in requests if r["request"].get("stop") == ["\n```"]]  # the case (not warm-up or story)
+    assert len(fenced) == 2 and all(r["prompt_tokens"] == report["cases"][0]["prompt_tokens"] for r in fenced)
+
+
+def test_a_llama_server_that_is_not_there_is_a_clear_error(tmp_path, monkeypatch):
+    monkeypatch.setenv("LLAMA_SERVER", str(tmp_path / "llama-server"))
+    result = CliRunner().invoke(main, ["bench", "--data", str(tmp_path / "none.jsonl")])
+    assert result.exit_code == EXIT_INPUT
+    assert "LLAMA_SERVER" in result.output and "not an executable" in result.output
 
 
 def test_bench_without_data_says_where_to_look(tmp_path):

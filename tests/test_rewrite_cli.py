@@ -209,20 +209,28 @@ def test_draft_model_is_loaded_and_changes_nothing(source, backend):
     assert missing.exit_code == EXIT_MODEL and "nope.gguf" in missing.output
     # With a fixed draft length the draft model drafts (the adaptive policy rightly declines a draft model as
     # slow as the target), its tokens are accepted, and the output is still the target's own.
+    from editspec import prompts
     from editspec.backend import LlamaBackend
+    from tests.test_real_model import NEAR_TIE, plain_margin_at
 
     draft = LlamaBackend("tiny", n_ctx=backend.n_ctx)
     try:
         spec = language_for("x.py")
         target = find_by_name(definitions(CODE.encode(), spec), "total")
         src = SourceFile.from_bytes(CODE.encode())
-        with_draft = Rewriter(Decoder(backend, DecodeOptions(draft_length=4), draft_backend=draft)).rewrite(
-            src, spec, target, "Rename s to acc."
-        )
-        plain = Rewriter(Decoder(backend, DecodeOptions(speculate=False))).rewrite(
-            src, spec, target, "Rename s to acc."
+        decoder = Decoder(backend, DecodeOptions(draft_length=4), draft_backend=draft)
+        prompt = Rewriter(decoder).prompt_tokens(src, spec, target, "Rename s to acc.")[0]
+        backend.truncate(0)
+        with_draft = decoder.decode(prompt, stop=prompts.FenceStop(backend), max_tokens=200)
+        backend.truncate(0)
+        plain = Decoder(backend, DecodeOptions(speculate=False)).decode(
+            prompt, stop=prompts.FenceStop(backend), max_tokens=200
         )
     finally:
         draft.close()
     assert any(r.origin == "model" and r.accepted for r in with_draft.stats.rounds)
-    assert with_draft.new_region == plain.new_region
+    # The target's own output, up to llama.cpp's batch numerics: any divergence is at a near-tie.
+    if with_draft.tokens != plain.tokens:
+        i = next(i for i, (a, b) in enumerate(zip(with_draft.tokens, plain.tokens, strict=False)) if a != b)
+        margin = plain_margin_at(backend, prompt, plain.tokens, i)
+        assert margin < NEAR_TIE, f"diverged at token {i} where plain greedy was sure (margin {margin:.2f})"

@@ -14,7 +14,7 @@ from editspec.locate import definitions, find_by_name, language_for
 from editspec.rewrite import Rewriter, SourceFile
 
 ROOT = Path(__file__).resolve().parents[1]
-INSTRUCTION = "Rename the function describe to summarize."  # changes several lines: several streamed edits
+INSTRUCTION = "Rename the variable text to result."  # changes several lines: several streamed edits
 EXTENSION = ROOT / "extension" / "vscode"
 CODE = (
     "def describe(values):\n    count = len(values)\n    biggest = max(values)\n    smallest = min(values)\n"

@@ -32,7 +32,7 @@ PLAYWRIGHT = TOOLS / "playwright" / "node_modules" / "playwright-core"
 CHROMIUM = shutil.which("chromium")
 ARTIFACTS = ROOT / "test-artifacts" / "vscode"
 
-INSTRUCTION = "Rename the function describe to summarize."
+INSTRUCTION = "Rename the variable text to result."  # changes several lines: several streamed states
 CANCEL_INSTRUCTION = "Add a docstring and type hints."
 CODE = (
     "import math\n\n\n"
