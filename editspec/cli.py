@@ -419,7 +419,7 @@ def models(ctx, as_json) -> None:
 @click.argument("names", nargs=-1)
 @click.option("--quiet", "-q", is_flag=True, help="no progress bar")
 def models_prepare(names, quiet) -> None:
-    """Get a named model's file ready now (the coder model is assembled from its packages once)."""
+    """Get a named model's file ready now (coder is assembled from its packages once, tiny converted to Q8_0)."""
     from .display import PrepareBar
     from .models import DEFAULT_MODEL, MODELS, named_model
 
