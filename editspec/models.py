@@ -53,8 +53,25 @@ def _distribution(package: str, missing: str) -> importlib.metadata.Distribution
         raise ModelError(missing) from None
 
 
+class _OneFile:
+    """A model whose file is at `path()` once it is ready."""
+
+    def path(self) -> Path:
+        raise NotImplementedError
+
+    def ready(self) -> bool:
+        with contextlib.suppress(ModelError, OSError):
+            return self.path().is_file()
+        return False
+
+    def size(self) -> int | None:
+        with contextlib.suppress(ModelError, OSError):
+            return self.path().stat().st_size
+        return None
+
+
 @dataclass(frozen=True)
-class ShippedModel:
+class ShippedModel(_OneFile):
     """A GGUF shipped whole inside an installed distribution."""
 
     name: str
@@ -71,16 +88,6 @@ class ShippedModel:
         )
         return Path(dist.locate_file(self.file))
 
-    def ready(self) -> bool:
-        with contextlib.suppress(ModelError):
-            return self.path().is_file()
-        return False
-
-    def size(self) -> int | None:
-        with contextlib.suppress(ModelError, OSError):
-            return self.path().stat().st_size
-        return None
-
     def prepare(self, progress: PrepareProgress | None = None) -> Path:
         path = self.path()
         if not path.is_file():
@@ -94,7 +101,7 @@ LLAMA_FTYPE_MOSTLY_Q8_0 = 7  # llama.h's llama_ftype
 
 
 @dataclass(frozen=True)
-class ConvertedModel:
+class ConvertedModel(_OneFile):
     """A GGUF shipped inside an installed distribution in a format that runs slowly here, converted once into the
     cache. SmolLM2's Q4_1 has no batched CPU kernel in llama.cpp, so verifying a draft costs nearly a step per
     token; its Q8_0 (essentially lossless from Q4_1) has one."""
@@ -112,16 +119,6 @@ class ConvertedModel:
         # The shipped file's size names the conversion: a new version of the package gets a conversion of its own.
         size = self.shipped.size() or 0
         return models_dir() / f"{stem}.{self.suffix}.from-{size}.gguf"
-
-    def ready(self) -> bool:
-        with contextlib.suppress(ModelError, OSError):
-            return self.path().is_file()
-        return False
-
-    def size(self) -> int | None:
-        with contextlib.suppress(ModelError, OSError):
-            return self.path().stat().st_size
-        return None
 
     def prepare(self, progress: PrepareProgress | None = None) -> Path:
         """The converted file, converting first if needed; like assembly, under a lock and through a temporary
