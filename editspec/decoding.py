@@ -66,9 +66,11 @@ class Decoder:
         if not self.options.speculate:
             self.verify_seconds = None
         else:
-            calibrated = list(verify_seconds) if verify_seconds else calibration.verify_seconds(backend)
-            self.costs = calibration.OnlineCosts(calibrated, state.get("costs"))
-            self.verify_seconds = self.costs.costs() if self.learning else calibrated
+            self.verify_seconds = list(verify_seconds) if verify_seconds else calibration.verify_seconds(backend)
+        # Costs are learned online only where the decoder learns: one given its costs keeps them.
+        self.costs = calibration.OnlineCosts(self.verify_seconds, state.get("costs")) if self.learning else None
+        if self.costs is not None:
+            self.verify_seconds = self.costs.costs()
         self.draft_step_seconds = calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
         # What the policy learns about acceptance is a property of the model: keep it across requests.
         self.policy = (
