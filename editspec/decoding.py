@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -67,6 +68,7 @@ class Decoder:
             self.verify_seconds = None
         else:
             self.verify_seconds = list(verify_seconds) if verify_seconds else calibration.verify_seconds(backend)
+        self.calibrated = self.verify_seconds
         # Costs are learned online only where the decoder learns: one given its costs keeps them.
         self.costs = calibration.OnlineCosts(self.verify_seconds, state.get("costs")) if self.learning else None
         if self.costs is not None:
@@ -79,9 +81,15 @@ class Decoder:
         if self.policy is not None:
             self.policy.load(policy_state if policy_state is not None else state.get("acceptance"))
 
+    def _reproducible(self) -> bool:
+        """Sampling with a seed: the same text every time. The noise is the position's, so the text does not
+        depend on the drafts, but the real model's logits do, very slightly, on how tokens are batched; so such
+        a request drafts exactly as the last one did: from the prior and the calibration, learning nothing."""
+        return self.options.temperature > 0 and self.options.seed is not None
+
     def _learn(self, generation: Generation) -> None:
         """Fold the rounds' real costs into the verify costs, and keep what was learned for the next request."""
-        if not self.learning or self.options.draft_length is not None:
+        if not self.learning or self.options.draft_length is not None or self._reproducible():
             return
         for r in generation.stats.rounds:
             if not r.opening and r.origin != "model":  # a draft model's rounds include its own steps
@@ -95,11 +103,17 @@ class Decoder:
         acceptance = SamplingAcceptance(o.temperature, o.top_p, o.seed) if o.temperature > 0 else GreedyAcceptance()
         if not o.speculate:
             return acceptance, None, None
-        policy = FixedDraftLength(o.draft_length) if o.draft_length is not None else self.policy
+        if o.draft_length is not None:
+            policy = FixedDraftLength(o.draft_length)
+        elif self._reproducible():
+            policy = AdaptiveDraftLength(self.calibrated, self.draft_step_seconds)
+        elif self.learning:
+            policy = self.policy
+        else:  # fixed estimates: every request starts from them, whatever came before it
+            policy = copy.deepcopy(self.policy)
         drafter = PromptLookupDrafter()
         if self.draft_backend is not None:
-            seed = None if o.seed is None else o.seed + 1
-            model = DraftModelDrafter(self.draft_backend, policy, o.temperature, o.top_p, seed)
+            model = DraftModelDrafter(self.draft_backend, policy, acceptance)
             drafter = CombinedDrafter(drafter, model, policy)
         return acceptance, drafter, policy
 

@@ -14,7 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .acceptance import target_distribution
+from .acceptance import GreedyAcceptance
 from .engine import Draft, DraftLengthPolicy
 
 MAX_MATCH_CHECK = 32  # a longer match says no more about the next token than a 32-token one
@@ -94,27 +94,21 @@ class PromptLookupDrafter:
 
 
 class DraftModelDrafter:
-    """Drafts with a small model. Greedy drafts are point masses; sampled drafts carry their q."""
+    """Drafts with a small model, choosing each token as the target would (`rule`): the argmax when greedy,
+    and with the target's own noise for that position when sampling, so that where the two models are close
+    the draft is the target's token."""
 
-    def __init__(
-        self,
-        backend,
-        policy: DraftLengthPolicy,
-        temperature: float = 0.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        min_probability: float = 0.3,
-    ):
+    def __init__(self, backend, policy: DraftLengthPolicy, rule=None, min_probability: float = 0.3):
         self.backend = backend
         self.policy = policy
-        self.temperature = temperature
-        self.top_p = top_p
-        self.rng = np.random.default_rng(seed)
+        self.rule = rule if rule is not None else GreedyAcceptance()
         self.min_probability = min_probability
         self.history: list[int] = []
+        self.prompt_length = 0
 
     def start(self, prompt: Sequence[int]) -> None:
         self.history = list(prompt)
+        self.prompt_length = len(prompt)
         self.backend.prefill(self.history)
 
     def opening(self, max_tokens: int) -> Draft | None:
@@ -137,16 +131,12 @@ class DraftModelDrafter:
         if k <= 0:
             return None
         tokens: list[int] = []
-        qs: list[np.ndarray] = []
+        position = len(self.history) - self.prompt_length
         logits = self._logits_after_history()
         while True:
-            if self.temperature > 0:
-                q = target_distribution(logits, self.temperature, self.top_p)
-                tok = int(self.rng.choice(len(q), p=q))
-                qs.append(q)
-            else:
+            tok = self.rule.token(logits, position + len(tokens))
+            if self.rule.temperature == 0:
                 shifted = np.exp(logits - logits.max())
-                tok = int(np.argmax(logits))
                 if shifted[tok] / shifted.sum() < self.min_probability:
                     break  # not confident: verifying this token would probably be wasted work
             tokens.append(tok)
@@ -155,8 +145,7 @@ class DraftModelDrafter:
             logits = self.backend.evaluate([tok])[-1]
         if not tokens:
             return None
-        q_array = np.stack(qs) if qs else None
-        return Draft(tokens=tokens, origin="model", q=q_array)
+        return Draft(tokens=tokens, origin="model")
 
 
 class CombinedDrafter:

@@ -21,6 +21,8 @@ from typing import Protocol
 
 import numpy as np
 
+from .acceptance import verify
+
 
 class Backend(Protocol):
     """A target model: a KV cache that grows by `evaluate` and shrinks by `truncate`."""
@@ -48,7 +50,6 @@ class Draft:
     origin: str  # "lookup" (copied) or "model" (draft model)
     run: int = 0  # how many tokens before the draft already matched where it was copied from
     copied_from: int | None = None  # index into the history (prompt + output) of the first copied token
-    q: np.ndarray | None = None  # draft-model distributions, shape (len(tokens), n_vocab); None = point mass
 
 
 class Drafter(Protocol):
@@ -73,11 +74,8 @@ class DraftLengthPolicy(Protocol):
 
 
 class AcceptanceRule(Protocol):
-    def first_token(self, logits: np.ndarray) -> int: ...
-
-    def verify(self, rows: np.ndarray, draft: Sequence[int], q: np.ndarray | None) -> tuple[int, int]:
-        """Given target logits after the pending token and after each draft token, return
-        (number of draft tokens accepted, the token the target emits next)."""
+    def token(self, logits: np.ndarray, position: int) -> int:
+        """The token the target writes at output position `position`, given its logits there."""
 
 
 @dataclass
@@ -208,14 +206,14 @@ def generate(
     drafted = opening.tokens if opening is not None else []
     rows = backend.prefill(prompt, drafted)
     if drafted:
-        n_accepted, next_token = acceptance.verify(rows, drafted, opening.q)
+        n_accepted, next_token = verify(acceptance, rows, drafted, 0)
         backend.truncate(len(prompt) + n_accepted)
         if policy is not None:
             policy.update(opening.origin, opening.run, len(drafted), n_accepted)
         stats.drafted_tokens, stats.accepted_tokens = len(drafted), n_accepted
         first = [*drafted[:n_accepted], next_token]
     else:
-        first = [acceptance.first_token(rows[0])]
+        first = [acceptance.token(rows[0], 0)]
     stats.prefill_seconds = clock() - t0
     stats.reused_prompt_tokens = getattr(backend, "last_reused", 0)
     stats.target_passes = 1
@@ -245,8 +243,7 @@ def generate(
                 k = min(k, policy.choose(draft.origin, draft.run, k))
         drafted = draft.tokens[:k] if draft is not None else []
         rows = backend.evaluate([out[-1], *drafted])
-        q = draft.q[:k] if (draft is not None and draft.q is not None) else None
-        n_accepted, next_token = acceptance.verify(rows, drafted, q)
+        n_accepted, next_token = verify(acceptance, rows, drafted, len(out))
         # Keep the pending token and the accepted drafts; the rejected tail leaves the cache.
         backend.truncate(len(prompt) + len(out) + n_accepted)
         if draft is not None and draft.tokens and policy is not None:
