@@ -30,21 +30,18 @@ FENCE = "```"
 
 
 def edit_messages(
-    code: str, instruction: str, language: str = "python", context: str = "", scope: str = ""
+    code: str, instruction: str, language: str = "python", context: str = "", scope: str = "", name: str = ""
 ) -> list[dict]:
     parts = []
     if context:
-        parts.append(f"Context from the same file:\n{FENCE}{language}\n{context.rstrip()}\n{FENCE}\n")
-    inside = ""
-    if scope.strip() and language == "python":
-        # A method is shown inside its class header, as a small model writes it back anyway. (Only where
-        # indentation closes the class: elsewhere a header without its closing brace would be half a class.)
-        code = scope.strip() + "\n" + "".join(f"    {line}" if line.strip() else line for line in code.splitlines(True))
-    elif scope.strip():
-        inside = f" (it is inside `{scope.strip()}`)"
+        # A list, not a code block: shown as code, a model tends to write the file's outline back first.
+        listed = "\n".join(f"- `{line.strip()}`" for line in context.splitlines() if line.strip())
+        parts.append(f"The rest of the file has, among others:\n{listed}\n")
+    inside = f" (it is inside `{scope.strip()}`)" if scope.strip() else ""
     parts.append(f"Code to edit{inside}:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
     parts.append(f"Instruction: {instruction.strip()}")
-    parts.append("Write the complete edited code.")
+    only = f" of `{name}` and nothing else" if name else ""
+    parts.append(f"Write the complete edited code{only}.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
 
 
@@ -61,12 +58,14 @@ def render_chat(template: str | None, messages: Sequence[dict], bos: str = "", e
 
 
 def edit_prompt(
-    backend, code: str, instruction: str, language: str = "python", context: str = "", scope: str = ""
+    backend, code: str, instruction: str, language: str = "python", context: str = "", scope: str = "", name: str = ""
 ) -> str:
     """The whole prompt text, ending in the opened code fence the answer continues."""
     bos = backend.token_text(backend.bos_token) if backend.bos_token >= 0 else ""
     eos = backend.token_text(backend.eos_token) if backend.eos_token >= 0 else ""
-    chat = render_chat(backend.chat_template(), edit_messages(code, instruction, language, context, scope), bos, eos)
+    chat = render_chat(
+        backend.chat_template(), edit_messages(code, instruction, language, context, scope, name), bos, eos
+    )
     return f"{chat}{FENCE}{language}\n"
 
 

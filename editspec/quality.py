@@ -153,6 +153,7 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path)
             accepted=s.accepted_tokens,
             drafted=s.drafted_tokens,
             target_passes=s.target_passes,
+            new_region=result.new_region,  # kept in --json, refused or not: what the model wrote
         )
         apply_rewrite(result)
     except ResultRefused as e:

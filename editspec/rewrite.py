@@ -445,16 +445,21 @@ class Rewriter:
         context = self._context(data, spec, target, definitions(data, spec, tree), tree)
         scope = target.containers[-1] if target.containers else ""
         text = prompts.edit_prompt(
-            self.backend, dedent(region, indent), instruction, spec.fence or spec.name, "\n".join(context), scope
+            self.backend,
+            dedent(region, indent),
+            instruction,
+            spec.fence or spec.name,
+            "\n".join(context),
+            scope,
+            target.simple_name,
         )
         return self.backend.tokenize(text), region, indent, len(context)
 
     def opening_length(self, region: str, target: Definition) -> int:
-        """How much of the opening copy to verify within the prefill: through the first line the editor can
-        show (after the class header a method is shown in), so that line is out with the prompt."""
+        """How much of the opening copy to verify within the prefill: the first line the editor can show, so
+        that line is out with the prompt."""
         first = next((line for line in region.splitlines() if line.strip()), "")
-        header = target.containers[-1] + "\n" if target.containers else ""
-        return min(MAX_OPENING, len(self.backend.tokenize(f"{header}    {first.strip()}\n")) + 1)
+        return min(MAX_OPENING, len(self.backend.tokenize(first.strip() + "\n")) + 1)
 
     def shared_prefix(self, source: SourceFile, spec: LanguageSpec, target: Definition) -> list[int]:
         """The prompt tokens that every instruction for this definition shares: what can be read while the user

@@ -222,7 +222,7 @@ def test_a_method_in_a_crlf_file_keeps_its_class_indentation(tmp_path, scripted_
         "-f",
         "Rect.__init__",
         "-i",
-        scripted(("self.w, self.h = w, h", "self.w = w\n        self.h = h")),
+        scripted(("self.w, self.h = w, h", "self.w = w\n    self.h = h")),  # as shown: dedented
         "--apply",
     )
     assert result.exit_code == 0, result.output
