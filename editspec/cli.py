@@ -110,7 +110,9 @@ def decode_options(f):
                 help="0 = greedy; above 0 samples (exactly as the model would)",
             ),
             click.option("--top-p", type=click.FloatRange(0, 1, min_open=True), default=1.0, show_default=True),
-            click.option("--seed", type=int, default=None, help="random seed for sampling"),
+            click.option(
+                "--seed", type=click.IntRange(min=0), default=None, help="random seed for sampling (0 or more)"
+            ),
             click.option(
                 "--max-tokens",
                 type=click.IntRange(1),

@@ -199,6 +199,12 @@ def test_seed_makes_sampling_reproducible_on_the_real_model(source):
     assert any(sample(seed) != first for seed in (4, 5, 6)), "the seed changes nothing: is it used?"
 
 
+def test_a_negative_seed_is_a_clear_error(source):
+    result = run(str(source), "-f", "total", "-i", "x", "--temperature", "0.9", "--seed", "-1")
+    assert result.exit_code == 2 and "--seed" in result.output and "Traceback" not in result.output
+    assert source.read_bytes() == CODE.encode()
+
+
 def test_draft_model_is_loaded_and_changes_nothing(source, backend):
     args = [str(source), "-f", "total", "-i", "Rename s to acc.", "--json"]
     alone = json.loads(run(*args).stdout)
