@@ -146,8 +146,15 @@ class Generation:
 # Called with the newly emitted tokens and the round that produced them (None for the first token).
 # Returning True stops generation (cancellation).
 TokenCallback = Callable[[list[int], Round | None], bool | None]
-# Called after each emitted token with the output so far; True means "done, keep this token".
+# Called after each emitted token with the output so far; True means "done, keep this token". A stop condition
+# may also have `tokens_before_stop(tokens) -> int`: how many of these tokens, appended to the output, leave it
+# running. A draft is verified only up to there: what follows the stop would be thrown away however right.
 StopCondition = Callable[[list[int]], bool]
+
+
+def _room_before_stop(stop: StopCondition | None, tokens: Sequence[int]) -> int:
+    limit = getattr(stop, "tokens_before_stop", None)
+    return len(tokens) if limit is None else limit(tokens)
 
 
 def generate(
@@ -203,7 +210,7 @@ def generate(
         drafter.start(prompt)
         if opening_draft > 0 and max_tokens > 1:
             opening = drafter.opening(min(opening_draft, max_tokens - 1))
-    drafted = opening.tokens if opening is not None else []
+    drafted = opening.tokens[: _room_before_stop(stop, opening.tokens)] if opening is not None else []
     rows = backend.prefill(prompt, drafted)
     if drafted:
         n_accepted, next_token = verify(acceptance, rows, drafted, 0)
@@ -239,7 +246,8 @@ def generate(
         k = 0
         if draft is not None and draft.tokens:
             k = min(len(draft.tokens), max_draft, max_tokens - len(out))
-            if policy is not None:
+            k = _room_before_stop(stop, draft.tokens[:k])
+            if policy is not None and k > 0:
                 k = min(k, policy.choose(draft.origin, draft.run, k))
         drafted = draft.tokens[:k] if draft is not None else []
         rows = backend.evaluate([out[-1], *drafted])

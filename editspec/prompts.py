@@ -86,6 +86,17 @@ class FenceStop:
         self.text += piece
         return FENCE.encode() in self.text[-(len(piece) + len(FENCE)) :]
 
+    def tokens_before_stop(self, tokens: Sequence[int]) -> int:
+        """How many of `tokens` the output can take before one closes the fence. A draft that copies the code's
+        last line runs on past its closing fence into the prompt's instruction; verifying that costs a pass over
+        tokens the stop would throw away. The closing token itself is left to the target (it comes free)."""
+        text = self.text[-(len(FENCE) - 1) :] if len(FENCE) > 1 else b""
+        for i, tok in enumerate(tokens):
+            text += self.backend.token_bytes(tok)
+            if FENCE.encode() in text:
+                return i
+        return len(tokens)
+
 
 def code_before_fence(text: str) -> str:
     """The answer's code: everything before the closing fence."""

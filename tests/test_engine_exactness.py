@@ -3,6 +3,7 @@
 import numpy as np
 import pytest
 
+from editspec import prompts
 from editspec.acceptance import GreedyAcceptance
 from editspec.drafters import CombinedDrafter, DraftModelDrafter, PromptLookupDrafter
 from editspec.engine import generate
@@ -226,3 +227,67 @@ def test_stop_condition_end_token_and_cancel():
 def test_empty_prompt_is_an_error():
     with pytest.raises(ValueError, match="empty"):
         generate(FakeBackend(), [], GreedyAcceptance())
+
+
+class StopAt:
+    """Stops at `token`; knows how much of a draft comes before it (as the code-fence stop does)."""
+
+    def __init__(self, token):
+        self.token = token
+
+    def __call__(self, out):
+        return out[-1] == self.token
+
+    def tokens_before_stop(self, tokens):
+        return tokens.index(self.token) if self.token in tokens else len(tokens)
+
+
+def test_drafts_are_not_verified_past_the_stop():
+    source = sources()["random"]
+    prompt = [1, *source, *source[:6]]  # the output copies the source again: drafts run on past the stop
+    backend = FakeBackend(seed=5, source=source, copy_bias=6.0)
+    full = plain(backend, prompt, 40)
+    stop_at = full[12]
+    expected = full[: full.index(stop_at) + 1]
+
+    def run(stop):
+        rounds = []
+        result = generate(
+            backend,
+            prompt,
+            GreedyAcceptance(),
+            drafter=PromptLookupDrafter(),
+            policy=FixedDraftLength(16),
+            max_tokens=40,
+            opening_draft=16,
+            stop=stop,
+            on_tokens=lambda toks, rnd: rounds.append(rnd) and None,
+        )
+        assert result.tokens == expected and result.stats.stop_reason == "stop"
+        return [r for r in rounds if r is not None]
+
+    unaware = run(lambda out: out[-1] == stop_at)
+    assert any(stop_at in r.drafted for r in unaware), "no draft reached the stop: the test proves nothing"
+    aware = run(StopAt(stop_at))
+    assert not any(stop_at in r.drafted for r in aware)
+    assert sum(len(r.drafted) for r in aware) < sum(len(r.drafted) for r in unaware)
+
+
+class Pieces:
+    def __init__(self, pieces):
+        self.pieces = pieces
+
+    def token_bytes(self, token):
+        return self.pieces[token].encode()
+
+
+def test_the_fence_stop_cuts_a_draft_before_the_token_that_closes_the_fence():
+    backend = Pieces({0: "x", 1: "\n", 2: "``", 3: "`", 4: "```", 5: "`\n", 6: "y"})
+    stop = prompts.FenceStop(backend)
+    assert stop.tokens_before_stop([0, 1, 6]) == 3
+    assert stop.tokens_before_stop([0, 1, 4, 1, 6]) == 2  # the fence in one token
+    assert stop.tokens_before_stop([0, 2, 3, 6]) == 2  # the fence split over two tokens
+    assert not stop([0]) and not stop([0, 1]) and not stop([0, 1, 2])  # the output now ends in "``"
+    assert stop.tokens_before_stop([5, 6]) == 0
+    assert stop.tokens_before_stop([6, 3]) == 2
+    assert stop.tokens_before_stop([]) == 0
