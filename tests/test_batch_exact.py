@@ -55,7 +55,7 @@ def scripted_batch(tree: Path, state: Path, *extra: str, delay: float = 0.0):
 
 
 def interrupt_after_first_file(tree: Path, state: Path, *extra: str) -> None:
-    command, env = scripted_batch(tree, state, *extra, delay=0.05)
+    command, env = scripted_batch(tree, state, *extra, delay=0.2)  # slow enough to be caught mid-run
     proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
