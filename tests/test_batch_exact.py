@@ -55,8 +55,18 @@ def scripted_batch(tree: Path, state: Path, *extra: str, delay: float = 0.0):
 
 
 def interrupt_after_first_file(tree: Path, state: Path, *extra: str) -> None:
-    command, env = scripted_batch(tree, state, *extra, delay=0.2)  # slow enough to be caught mid-run
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env)
+    command, env = scripted_batch(tree, state, *extra, delay=0.05)
+    # A shell's background job (`cmd &` without job control) ignores SIGINT, and a child inherits that: Python
+    # then never raises KeyboardInterrupt. The run must see Ctrl-C as a user's terminal sends it.
+    proc = subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=env,
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
+    )
     deadline = time.time() + 60
     while time.time() < deadline and proc.poll() is None:
         if state.exists() and json.loads(state.read_text())["files"]:
