@@ -35,9 +35,6 @@ from .rewrite import (
     Rewriter,
     SourceFile,
     apply_rewrite,
-    common_indent,
-    dedent,
-    top_level_definitions,
 )
 
 METHODS = ("editspec", "plain", "whole_file")
@@ -61,18 +58,28 @@ def confining_definition(before: str, after: str) -> Definition | None:
     b = before.encode()
     a = after.encode()
     best = None
+    after_defs = definitions(a, PY)
     for d in definitions(b, PY):
         head, tail = b[: d.start], b[d.end :].rstrip()
         if a.startswith(head) and a.rstrip().endswith(tail) and len(a.rstrip()) >= len(head) + len(tail):
             replaced = a[len(head) : len(a.rstrip()) - len(tail)]
             if replaced.strip() == b[d.start : d.end].strip():
                 continue  # no change inside: not the edit's definition
-            text = replaced.decode()
-            if len(top_level_definitions(dedent(text, common_indent(text.splitlines())).encode(), PY)) != 1:
+            if len(_outermost_within(after_defs, len(head), len(head) + len(replaced))) != 1:
                 continue  # the edit adds or removes definitions beside it
             if best is None or d.end - d.start < best.end - best.start:
                 best = d
     return best
+
+
+def _outermost_within(defs: list[Definition], start: int, end: int) -> list[Definition]:
+    """The definitions of a parsed file that lie in [start, end) and are not inside another one there. Counted in
+    the whole file, not in the region's text alone: a method's text followed by a new top-level class does not
+    parse as two definitions on its own (the indented first line makes it an error node)."""
+    inside = [d for d in defs if start <= d.node_start and d.node_end <= end]
+    return [
+        d for d in inside if not any(o is not d and o.node_start <= d.node_start and d.node_end <= o.node_end for o in inside)
+    ]
 
 
 def imported_modules(code: str) -> set[str]:

@@ -34,6 +34,11 @@ def test_the_target_is_the_innermost_definition_holding_the_whole_edit():
     assert confining_definition(BEFORE, two_places) is None
     new_function = BEFORE + "\n\ndef mean(xs):\n    return total(xs) / len(xs)\n"
     assert confining_definition(BEFORE, new_function) is None
+    # A new class right after the last method: the method's text and the class together do not parse as two
+    # definitions on their own (the first line is indented), but they are two in the file.
+    new_class = BEFORE.replace("\n\n\ndef total", "\n\nclass Square:\n    def area(self):\n        return 1\n\n\ndef total")
+    assert new_class != BEFORE
+    assert confining_definition(BEFORE, new_class) is None
 
 
 def test_third_party_imports_are_found():
