@@ -469,5 +469,43 @@ def file_context(source: bytes, spec: LanguageSpec, defs: list[Definition], tree
     signatures = []
     for d in defs:
         end = source.find(b"\n", d.node_start)
-        signatures.append(source[d.node_start : end if end >= 0 else len(source)].decode("utf-8", "replace").strip())
+        line = source[d.node_start : end if end >= 0 else len(source)].decode("utf-8", "replace").strip()
+        if spec.name == "python":
+            line = _python_one_liner(tree, d, line) or line
+        signatures.append(line)
     return [*imports, *signatures]
+
+
+SHORT_BODY_STATEMENTS = 3  # a function of at most this many simple statements is shown whole, on one line
+SHORT_BODY_CHARS = 100
+_PY_SIMPLE = frozenset(
+    {
+        "expression_statement",
+        "return_statement",
+        "pass_statement",
+        "raise_statement",
+        "assert_statement",
+        "global_statement",
+        "nonlocal_statement",
+        "delete_statement",
+    }
+)
+
+
+def _python_one_liner(tree: ts.Tree, d: Definition, signature: str) -> str | None:
+    """A short Python function as one line of valid Python (`def m(self): return len(self.rows)`): what its
+    name alone does not say (which attribute `__init__` sets, what `m` returns) for a few more tokens. None for
+    a class, a long or compound body, or a signature over several lines."""
+    node = tree.root_node.descendant_for_byte_range(d.node_start, d.node_end)
+    if node is None or node.type != "function_definition" or not signature.endswith(":"):
+        return None
+    body = node.child_by_field_name("body")
+    statements = [c for c in (body.named_children if body else []) if c.type != "comment"]
+    if statements and statements[0].type == "expression_statement" and statements[0].named_children[0].type == "string":
+        statements = statements[1:]  # the docstring
+    if not statements or len(statements) > SHORT_BODY_STATEMENTS or any(
+        c.type not in _PY_SIMPLE or b"\n" in c.text for c in statements
+    ):
+        return None
+    line = f"{signature} {'; '.join(_text(c) for c in statements)}"
+    return line if len(line) <= SHORT_BODY_CHARS + len(signature) else None

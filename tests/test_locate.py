@@ -8,6 +8,7 @@ from editspec.locate import (
     LANGUAGES,
     LocateError,
     definitions,
+    file_context,
     find_at,
     find_by_name,
     language_for,
@@ -109,3 +110,36 @@ def test_helpful_errors():
 def test_columns_count_characters_not_bytes():
     data = "def f():\n    s = 'héllo'; return s\n".encode()
     assert data[offset_of_line(data, 2, 12) :].startswith(b"llo")
+
+
+def test_the_file_context_shows_short_python_functions_whole_on_one_line():
+    source = (
+        b"import math\n\n\n"
+        b"class Grid:\n"
+        b"    def __init__(self, rows):\n"
+        b"        \"\"\"The rows.\"\"\"\n"
+        b"        self.rows = rows\n"
+        b"        self.seen = set()  # visited\n\n"
+        b"    def height(self):\n"
+        b"        return len(self.rows)\n\n"
+        b"    def walk(self):\n"
+        b"        for row in self.rows:\n"
+        b"            yield row\n\n"
+        b"    def wide(self,\n"
+        b"             n):\n"
+        b"        return n\n"
+    )
+    spec = language_for("grid.py")
+    lines = file_context(source, spec, definitions(source, spec))
+    assert lines == [
+        "import math",
+        "class Grid:",
+        "def __init__(self, rows): self.rows = rows; self.seen = set()",
+        "def height(self): return len(self.rows)",
+        "def walk(self):",  # a compound body: the signature only
+        "def wide(self,",  # a signature over several lines: as before
+    ]
+    for line in lines[2:4]:
+        compile(line, "<context>", "exec")  # each shown whole is valid Python on its own
+    js = b"function f(a) {\n  return a;\n}\n"
+    assert file_context(js, language_for("f.js"), definitions(js, language_for("f.js"))) == ["function f(a) {"]
