@@ -90,9 +90,13 @@ def test_read_ahead_reads_the_prompt_while_the_instruction_is_typed(make_client,
     assert code_action(c, URI, 5, 4)["result"]
     time.sleep(0.5)
     stats = c.response(c.rewrite(URI, 5, 4, USE_SUM))["result"]["stats"]
-    reused = stats["reused_prompt_tokens"] / stats["prompt_tokens"]
-    # Without it, only the system prompt is still in the KV cache from the last rewrite (about half).
-    assert (reused > 0.7) if read_ahead else (reused < 0.6), stats
+    # The scripted model's tokens are bytes. Read ahead, everything before the instruction is in the KV cache:
+    # what is read after it is the instruction and the prompt's fixed tail ("Write the complete edited code of
+    # `total`...", the chat template's end, the opened fence: under 150 bytes). Without it, only the system
+    # prompt is still there from the last rewrite; the file context and the function are read again.
+    unread = stats["prompt_tokens"] - stats["reused_prompt_tokens"]
+    after_instruction = len(USE_SUM.encode()) + 150
+    assert (unread <= after_instruction) if read_ahead else (unread > after_instruction + 100), stats
 
 
 def test_context_tokens_bound_the_file_context(make_client):
