@@ -389,6 +389,11 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
     return found
 
 
+def outermost(defs: list[Definition]) -> list[Definition]:
+    """The definitions of `defs` whose region lies inside no other one's."""
+    return [d for d in defs if not any(o is not d and o.start <= d.start and d.end <= o.end for o in defs)]
+
+
 def find_by_name(defs: list[Definition], name: str) -> Definition:
     exact = [d for d in defs if d.name == name]
     matches = exact or [d for d in defs if d.simple_name == name or d.name.endswith("." + name)]

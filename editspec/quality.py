@@ -27,7 +27,7 @@ from pathlib import Path
 from .backend import LlamaBackend
 from .bench import _llama_cpp_model_params_patched, find_data
 from .decoding import DecodeOptions, Decoder
-from .locate import Definition, LocateError, definitions, find_by_name, language_for
+from .locate import Definition, LocateError, definitions, find_by_name, language_for, outermost
 from .prompts import SYSTEM_PROMPT
 from .rewrite import (
     ResultRefused,
@@ -76,10 +76,7 @@ def _outermost_within(defs: list[Definition], start: int, end: int) -> list[Defi
     """The definitions of a parsed file that lie in [start, end) and are not inside another one there. Counted in
     the whole file, not in the region's text alone: a method's text followed by a new top-level class does not
     parse as two definitions on its own (the indented first line makes it an error node)."""
-    inside = [d for d in defs if start <= d.node_start and d.node_end <= end]
-    return [
-        d for d in inside if not any(o is not d and o.node_start <= d.node_start and d.node_end <= o.node_end for o in inside)
-    ]
+    return outermost([d for d in defs if start <= d.node_start and d.node_end <= end])
 
 
 def imported_modules(code: str) -> set[str]:

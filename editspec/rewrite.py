@@ -26,6 +26,7 @@ from .locate import (
     LanguageSpec,
     definitions,
     file_context,
+    outermost,
     parse,
     reparse_after_replace,
     syntax_errors,
@@ -217,7 +218,7 @@ def top_level_definitions(data: bytes, spec: LanguageSpec) -> list[Definition]:
         for d in definitions(data, spec)
         if not d.containers and data[d.node_start - 1 : d.node_start] in (b"", b"\n") or d.node_start == 0
     ]
-    return [d for d in top if not any(o is not d and o.start <= d.start and d.end <= o.end for o in top)]
+    return outermost(top)
 
 
 def _own_index(names: list[str], target: Definition, existing: set[str]) -> int | None:
