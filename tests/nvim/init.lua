@@ -3,6 +3,7 @@ vim.opt.runtimepath:prepend(vim.env.EDITSPEC_PLUGIN)
 vim.opt.swapfile = false
 vim.opt.undolevels = 1000
 require('editspec').setup({
-  cmd = { vim.env.EDITSPEC_TEST_PYTHON, '-m', 'lsp' },
-  settings = { maxTokens = 300, editIntervalMs = 0 },
+  -- the scripted model (tests.scripted_lsp) when the test names it: its answer is known to the character
+  cmd = { vim.env.EDITSPEC_TEST_PYTHON, '-m', vim.env.EDITSPEC_SERVER_MODULE or 'lsp' },
+  settings = { maxTokens = 1000, editIntervalMs = 0 },
 })

@@ -6,6 +6,9 @@ const fs = require("node:fs");
 const rpc = require("vscode-jsonrpc/node");
 
 const PYTHON = process.env.EDITSPEC_TEST_PYTHON || "python3";
+// `python -m lsp` by default; the Python suite runs it with the scripted model (tests.scripted_lsp), whose answer is
+// known to the character, so that the document can be compared with an in-process rewrite with no near-tie.
+const SERVER_MODULE = process.env.EDITSPEC_SERVER_MODULE || "lsp";
 const CODE = ["def describe(values):", "    count = len(values)", "    biggest = max(values)", "    smallest = min(values)",
   "    text = 'count ' + str(count)", "    text = text + ' max ' + str(biggest)", "    text = text + ' min ' + str(smallest)",
   "    return text", ""].join("\n");
@@ -21,7 +24,7 @@ function offset(text, pos) {
 }
 
 test("rewrite streams workspace edits and progress, and the server lives on", { timeout: 120000 }, async () => {
-  const server = spawn(PYTHON, ["-m", "lsp"], { cwd: process.env.EDITSPEC_ROOT || "../..", stdio: ["pipe", "pipe", "inherit"] });
+  const server = spawn(PYTHON, ["-m", SERVER_MODULE], { cwd: process.env.EDITSPEC_ROOT || "../..", stdio: ["pipe", "pipe", "inherit"] });
   const conn = rpc.createMessageConnection(new rpc.StreamMessageReader(server.stdout), new rpc.StreamMessageWriter(server.stdin));
   let text = CODE;
   let version = 1;
@@ -45,7 +48,7 @@ test("rewrite streams workspace edits and progress, and the server lives on", { 
     await conn.sendRequest("initialize", {
       processId: process.pid, rootUri: null,
       capabilities: { workspace: { applyEdit: true, workspaceEdit: { documentChanges: true } }, window: { workDoneProgress: true } },
-      initializationOptions: { maxTokens: 200, editIntervalMs: 0 },
+      initializationOptions: { maxTokens: 600, editIntervalMs: 0 },
     });
     conn.sendNotification("initialized", {});
     conn.sendNotification("textDocument/didOpen", { textDocument: { uri: URI, languageId: "python", version, text } });
