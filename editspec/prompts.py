@@ -17,9 +17,10 @@ from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 SYSTEM_PROMPT = (
     "You are a precise code editor. Rewrite the code the user gives you as the instruction says. "
-    "Reply with the complete rewritten code in one fenced code block and nothing else. "
-    "Keep everything the instruction does not ask you to change exactly as it was."
+    "Reply with the complete rewritten code in one fenced code block and nothing else."
 )
+# Without a last sentence "Keep everything the instruction does not ask you to change exactly as it was.":
+# on 49 CanItEdit problems with the coder model, 14 passed against 13 (4-tensor_operations gained, none lost).
 
 # ChatML, used when a GGUF carries no template of its own.
 FALLBACK_TEMPLATE = (
