@@ -9,10 +9,13 @@ logits only at those positions, and the KV cache is rolled back with `llama_memo
 from __future__ import annotations
 
 import ctypes
+import hashlib
+import json
 import os
 from collections.abc import Sequence
 from pathlib import Path
 
+import llama_cpp
 import llama_cpp.llama_cpp as L
 import numpy as np
 
@@ -54,12 +57,14 @@ class LlamaBackend:
         n_threads: int | None = None,
         n_batch: int = 512,
         prefix_cache_bytes: int = 0,
+        prefix_cache_dir: str | os.PathLike | None = None,
         n_gpu_layers: int | None = None,
         on_prepare: PrepareProgress | None = None,
     ):
         """`model_path`: a model name (`coder`, `tiny`) or a GGUF path; None: $EDITSPEC_MODEL, else `coder`.
         `n_gpu_layers`: layers offloaded to a GPU (-1: all; None: $EDITSPEC_GPU_LAYERS, else 0). `on_prepare`:
-        progress while a named model is assembled on first use."""
+        progress while a named model is assembled on first use. `prefix_cache_dir`: where kept prompt states also go
+        on disk, for later processes (in a folder of this model file's own; None: memory only)."""
         _silence_llama_logs()
         self.path = resolve_model_path(model_path, progress=on_prepare)
         self.n_threads = n_threads or os.cpu_count() or 1
@@ -92,7 +97,11 @@ class LlamaBackend:
         self.tokens: list[int] = []  # what the KV cache holds
         self._pieces: dict[int, bytes] = {}
         # Earlier prompts' KV states, for prefix reuse across requests (0: only the live cache is reused).
-        self.prefix_cache = PrefixCache(prefix_cache_bytes) if prefix_cache_bytes > 0 else None
+        self.prefix_cache = (
+            PrefixCache(prefix_cache_bytes, self.states_dir(prefix_cache_dir) if prefix_cache_dir else None)
+            if prefix_cache_bytes > 0
+            else None
+        )
         self.last_reused = 0  # how many prompt tokens the last prefill did not have to read
 
     # -- the Backend protocol ------------------------------------------------------------------
@@ -234,6 +243,14 @@ class LlamaBackend:
             "calibration": "fastest-of-sweeps",  # how it was measured: an older calibration is measured again
             "gpu_layers": self.n_gpu_layers,
         }
+
+    def states_dir(self, base: str | os.PathLike) -> Path:
+        """The folder under `base` for KV states of this model file as this llama.cpp computes them."""
+        ident = self.identity()
+        kept = {k: ident[k] for k in ("model", "size", "mtime", "context", "tiled_matmul", "gpu_layers")}
+        kept["llama_cpp"] = getattr(llama_cpp, "__version__", "?")
+        digest = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
+        return Path(base) / f"{Path(self.path).stem}-{digest}"
 
     def close(self) -> None:
         if getattr(self, "ctx", None):

@@ -132,7 +132,8 @@ def decode_options(f):
                 type=click.IntRange(0),
                 default=256,
                 show_default=True,
-                help="memory for kept prompt prefixes between rewrites (least recently used evicted)",
+                help="memory for kept prompt prefixes between rewrites, and as much disk for `rewrite`'s next run "
+                "(least recently used evicted; 0: none)",
             ),
             model_option,
             draft_model_option,
@@ -154,7 +155,7 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
         raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
 
 
-def load_decoder(d: DecodeArgs, quiet: bool = False):
+def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = False):
     from .decoding import DecodeOptions, open_decoder
     from .display import PrepareBar
 
@@ -169,6 +170,7 @@ def load_decoder(d: DecodeArgs, quiet: bool = False):
                 threads=d.threads,
                 options=options,
                 prefix_cache_mb=d.prefix_cache_mb,
+                prompts_on_disk=prompts_on_disk,
                 gpu_layers=d.gpu_layers,
                 on_prepare=bar.update,
             )
@@ -269,7 +271,9 @@ def rewrite(
     except (RewriteError, LocateError) as e:
         fail(str(e), EXIT_INPUT)
 
-    decoder = load_decoder(decode, quiet)
+    # Prompt states on disk for the next `editspec rewrite`; not for a seeded run, which reads its whole prompt
+    # so that the same seed writes the same text (a restored state's logits differ very slightly).
+    decoder = load_decoder(decode, quiet, prompts_on_disk=decode.seed is None)
     if len(function) > 1:
         opts = dict(force=force, quiet=quiet, as_json=as_json, show=show, apply=apply_, trace_path=trace_path)
         rewrite_several(decoder, source, spec, targets, instruction, dict(opts, context_tokens=decode.context_tokens))

@@ -151,6 +151,9 @@ class Decoder:
         return calibration.speedup_limit(costs)
 
 
+PREFIX_CACHE_MB = 256  # kept prompt states: memory (and, with prompts_on_disk, as much disk)
+
+
 def open_decoder(
     model: str | None = None,
     draft_model: str | None = None,
@@ -158,7 +161,8 @@ def open_decoder(
     threads: int | None = None,
     options: DecodeOptions | None = None,
     n_ctx: int | None = None,
-    prefix_cache_mb: int = 256,
+    prefix_cache_mb: int = PREFIX_CACHE_MB,
+    prompts_on_disk: bool = False,
     gpu_layers: int | None = None,
     on_prepare=None,
     verify_seconds=None,
@@ -167,15 +171,17 @@ def open_decoder(
     """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with.
     `model`: a name or a GGUF path (None: $EDITSPEC_MODEL, else `coder`); `draft_model` likewise (None:
     $EDITSPEC_DRAFT_MODEL, else none); `gpu_layers` go to both; `on_prepare(done, total)` while a named model is
-    assembled on first use."""
+    assembled on first use. `prompts_on_disk`: kept prompt states go to editspec's cache too (as many MB as
+    `prefix_cache_mb` again), where a later process on the same model file finds them."""
     from .backend import LlamaBackend
-    from .models import DRAFT_MODEL_ENV, resolve_model_path
+    from .models import DRAFT_MODEL_ENV, prompt_states_dir, resolve_model_path
 
     backend = LlamaBackend(
         model,
         n_ctx=n_ctx,
         n_threads=threads,
         prefix_cache_bytes=prefix_cache_mb << 20,
+        prefix_cache_dir=prompt_states_dir() if prompts_on_disk else None,
         n_gpu_layers=gpu_layers,
         on_prepare=on_prepare,
     )

@@ -508,8 +508,10 @@ def _python_one_liner(tree: ts.Tree, d: Definition, signature: str) -> str | Non
     statements = [c for c in (body.named_children if body else []) if c.type != "comment"]
     if statements and statements[0].type == "expression_statement" and statements[0].named_children[0].type == "string":
         statements = statements[1:]  # the docstring
-    if not statements or len(statements) > SHORT_BODY_STATEMENTS or any(
-        c.type not in _PY_SIMPLE or b"\n" in c.text for c in statements
+    if (
+        not statements
+        or len(statements) > SHORT_BODY_STATEMENTS
+        or any(c.type not in _PY_SIMPLE or b"\n" in c.text for c in statements)
     ):
         return None
     line = f"{signature} {'; '.join(_text(c) for c in statements)}"

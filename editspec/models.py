@@ -41,6 +41,11 @@ def cache_dir() -> Path:
     return Path(base) / "editspec"
 
 
+def prompt_states_dir() -> Path:
+    """Where the KV states of earlier prompts are kept between processes (a folder per model file inside)."""
+    return cache_dir() / "prompts"
+
+
 def models_dir() -> Path:
     return cache_dir() / "models"
 

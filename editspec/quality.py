@@ -26,8 +26,9 @@ from pathlib import Path
 
 from .backend import LlamaBackend
 from .bench import _llama_cpp_model_params_patched, find_data
-from .decoding import DecodeOptions, Decoder
+from .decoding import PREFIX_CACHE_MB, DecodeOptions, Decoder
 from .locate import Definition, LocateError, definitions, find_by_name, language_for, outermost
+from .prefix_cache import PrefixCache
 from .prompts import SYSTEM_PROMPT
 from .rewrite import (
     ResultRefused,
@@ -133,14 +134,15 @@ def select_problems(rows: list[dict], workdir: Path) -> tuple[list[Problem], lis
     return chosen, left_out
 
 
-def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path) -> dict:
-    """`editspec rewrite case.py --function NAME --instruction ... --apply`, then the tests on the written file."""
+def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path, states: Path | None = None) -> dict:
+    """`editspec rewrite case.py --function NAME --instruction ... --apply`, then the tests on the written file.
+    As a fresh process: nothing in memory, and on disk (`states`: None for none) the prompt states that earlier
+    rewrites left there, as `editspec rewrite` keeps them (of other problems: their system prompt's part)."""
     path = workdir / "case.py"
     path.write_text(problem.before)
     backend = rewriter.backend
-    backend.truncate(0)  # cold, as a fresh `editspec rewrite` process is: nothing of an earlier prompt kept
-    if backend.prefix_cache is not None:
-        backend.prefix_cache.entries.clear()
+    backend.truncate(0)
+    backend.prefix_cache = PrefixCache(PREFIX_CACHE_MB << 20, states) if states is not None else None
     t0 = time.perf_counter()
     outcome: dict = {}
     try:
@@ -150,6 +152,7 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path)
         s = result.stats
         outcome.update(
             prompt_tokens=s.prompt_tokens,
+            reused_prompt_tokens=s.reused_prompt_tokens,
             tokens=s.generated_tokens,
             prefill_seconds=round(s.prefill_seconds, 3),
             decode_seconds=round(s.decode_seconds, 3),
@@ -227,6 +230,9 @@ def run_quality(
         progress(f"{len(problems)} of {len(rows)} CanItEdit problems are single-definition and standard-library only")
         problems = problems[:limit] if limit else problems
         backend = LlamaBackend(model, n_threads=threads, n_ctx=8192)
+        # Each method keeps prompt states on disk as `editspec rewrite` does, in a folder of its own: a problem
+        # finds what the method's earlier problems left, never its own prompt from the other method.
+        states = {m: backend.states_dir(workdir / f"prompts-{m}") for m in ("editspec", "plain")}
         spec_rewriter = Rewriter(Decoder(backend, DecodeOptions()))
         plain_rewriter = Rewriter(Decoder(backend, DecodeOptions(speculate=False)))
         llm = None
@@ -245,9 +251,9 @@ def run_quality(
         for i, problem in enumerate(problems, start=1):
             row: dict = {"case": problem.case, "target": problem.target}
             if "editspec" in methods:
-                row["editspec"] = rewrite_as_the_cli_does(spec_rewriter, problem, workdir)
+                row["editspec"] = rewrite_as_the_cli_does(spec_rewriter, problem, workdir, states["editspec"])
             if "plain" in methods:
-                row["plain"] = rewrite_as_the_cli_does(plain_rewriter, problem, workdir)
+                row["plain"] = rewrite_as_the_cli_does(plain_rewriter, problem, workdir, states["plain"])
             if llm is not None:
                 budget = 2 * len(backend.tokenize(problem.before)) + 256
                 row["whole_file"] = whole_file_llama_cpp(llm, problem, workdir, budget)

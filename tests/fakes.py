@@ -63,8 +63,14 @@ class FakeBackend:
         return pickle.dumps(list(self.tokens))
 
     def load_state(self, tokens: Sequence[int], state: bytes) -> None:
-        assert pickle.loads(state) == list(tokens)
-        self.tokens = list(tokens)
+        """As llama.cpp's: a state that is not of these tokens is refused (RuntimeError), the cache left empty."""
+        try:
+            ok = pickle.loads(state) == list(tokens)
+        except Exception:
+            ok = False
+        self.tokens = list(tokens) if ok else []
+        if not ok:
+            raise RuntimeError("not a saved state of these tokens")
 
     def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
         assert tokens, "evaluate needs at least one token"

@@ -117,7 +117,7 @@ def test_the_file_context_shows_short_python_functions_whole_on_one_line():
         b"import math\n\n\n"
         b"class Grid:\n"
         b"    def __init__(self, rows):\n"
-        b"        \"\"\"The rows.\"\"\"\n"
+        b'        """The rows."""\n'
         b"        self.rows = rows\n"
         b"        self.seen = set()  # visited\n\n"
         b"    def height(self):\n"

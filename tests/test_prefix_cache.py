@@ -1,5 +1,7 @@
 """Prefix reuse: the same output as without it, reuse decided on the tokens, and a memory bound."""
 
+import os
+
 import numpy as np
 
 from editspec import prompts
@@ -8,7 +10,7 @@ from editspec.backend import LlamaBackend
 from editspec.drafters import PromptLookupDrafter
 from editspec.engine import generate
 from editspec.policy import FixedDraftLength
-from editspec.prefix_cache import PrefixCache, common_prefix
+from editspec.prefix_cache import MAGIC, DiskStates, PrefixCache, common_prefix
 from tests.fakes import FakeBackend
 
 SHARED = list(range(1, 30))
@@ -39,6 +41,108 @@ def test_memory_bound_and_least_recently_used_eviction():
     cache.put([9], b"w" * 500)  # larger than the bound: not kept, nothing evicted for it
     assert set(cache.entries) == {(1, 2, 3), (5, 6)}
     assert cache.longest([1, 2, 3, 9], limit=10) == ((1, 2, 3), 3)
+
+
+def fresh_process(tmp_path, source):
+    """A fake backend as a new process has it: nothing in memory, the states kept on disk in tmp_path."""
+    backend = FakeBackend(seed=2, source=source)
+    backend.prefix_cache = PrefixCache(1 << 20, tmp_path)
+    return backend
+
+
+def test_states_on_disk_reach_the_next_process_and_damaged_ones_are_read_again(tmp_path):
+    source = list(np.random.default_rng(4).integers(1, 40, size=50))
+    first, second = [*SHARED, *source, 7], [*SHARED, *source[:30], 9, 9]
+
+    def run(backend, prompt):
+        return generate(
+            backend,
+            prompt,
+            GreedyAcceptance(),
+            drafter=PromptLookupDrafter(),
+            policy=FixedDraftLength(4),
+            max_tokens=30,
+        ).tokens
+
+    def plain(prompt):
+        return generate(FakeBackend(seed=2, source=source), prompt, GreedyAcceptance(), max_tokens=30).tokens
+
+    a = fresh_process(tmp_path, source)
+    assert run(a, first) == plain(first) and a.last_reused == 0
+    b = fresh_process(tmp_path, source)  # the next process: the first prompt's state is on disk
+    assert run(b, second) == plain(second)
+    assert b.last_reused == common_prefix(first, second, len(second)) == len(SHARED) + 30
+    c = fresh_process(tmp_path, source)
+    assert run(c, first) == plain(first) and c.last_reused == len(first) - 1
+
+    # Damaged files: a state that does not restore, a file cut short, a foreign file. The prompt is read again
+    # (the same output) and the bad files are removed, never an error.
+    on_disk = DiskStates(tmp_path, 1 << 20).index()
+    assert len(on_disk) == 2
+    of_first = next(path for key, path in on_disk.items() if list(key[: len(first)]) == first)
+    of_second = next(path for path in on_disk.values() if path != of_first)
+    header = len(MAGIC) + 4 + 4 * next(len(k) for k, p in on_disk.items() if p == of_first)
+    of_first.write_bytes(of_first.read_bytes()[:header] + b"not a state")
+    of_second.write_bytes(of_second.read_bytes()[:10])
+    (tmp_path / "junk.kv").write_bytes(b"hello")
+    d = fresh_process(tmp_path, source)
+    assert run(d, first) == plain(first) and d.last_reused == 0
+    assert {p.name for p in tmp_path.glob("*.kv")} == {of_first.name}  # the first prompt's, saved again whole
+    e = fresh_process(tmp_path, source)
+    assert run(e, first) == plain(first) and e.last_reused == len(first) - 1
+
+
+def test_disk_bound_removes_the_least_recently_used(tmp_path):
+    disk = DiskStates(tmp_path, max_bytes=3000)
+    for i, tokens in enumerate(([1, 2], [3, 4], [5, 6])):
+        disk.save(tokens, bytes(900))
+        path = next(p for t, p in disk.index().items() if list(t) == tokens)
+        os.utime(path, (1000 + i, 1000 + i))
+    disk.load(disk.index()[(1, 2)])  # used: now the most recent
+    disk.save([7, 8], bytes(900))
+    assert set(disk.index()) == {(1, 2), (5, 6), (7, 8)}
+    assert sum(p.stat().st_size for p in tmp_path.glob("*.kv")) <= 3000
+    disk.save([9], bytes(5000))  # larger than the bound: not kept, nothing removed for it
+    assert set(disk.index()) == {(1, 2), (5, 6), (7, 8)}
+    assert not list(tmp_path.glob(".*.tmp"))
+
+
+def test_real_model_states_on_disk_are_exact_and_a_damaged_one_is_read_again(tmp_path, monkeypatch):
+    monkeypatch.setattr(prompts, "SYSTEM_PROMPT", PINNED_SYSTEM_PROMPT)
+
+    def process():
+        return LlamaBackend(n_ctx=2048, prefix_cache_bytes=64 << 20, prefix_cache_dir=tmp_path)
+
+    def run(backend, tokens):
+        return generate(
+            backend,
+            tokens,
+            GreedyAcceptance(),
+            drafter=PromptLookupDrafter(),
+            policy=FixedDraftLength(6),
+            max_tokens=30,
+        ).tokens
+
+    first = process()
+    try:
+        a = first.tokenize(prompts.edit_prompt(first, "def area(w, h):\n    return w * h\n", "Add type hints."))
+        cold = run(first, a)
+    finally:
+        first.close()
+    second = process()
+    try:
+        assert run(second, a) == cold and second.last_reused == len(a) - 1
+    finally:
+        second.close()
+    (state,) = tmp_path.rglob("*.kv")
+    size = state.stat().st_size
+    state.write_bytes(state.read_bytes()[: size // 2])  # llama.cpp refuses half a state
+    third = process()
+    try:
+        assert run(third, a) == cold and third.last_reused == 0  # read again
+        assert state.stat().st_size == size  # and kept whole again
+    finally:
+        third.close()
 
 
 # A fixed system prompt, not editspec's current one. With the current one (at 0954936 -> its next commit) the

@@ -36,7 +36,9 @@ def test_the_target_is_the_innermost_definition_holding_the_whole_edit():
     assert confining_definition(BEFORE, new_function) is None
     # A new class right after the last method: the method's text and the class together do not parse as two
     # definitions on their own (the first line is indented), but they are two in the file.
-    new_class = BEFORE.replace("\n\n\ndef total", "\n\nclass Square:\n    def area(self):\n        return 1\n\n\ndef total")
+    new_class = BEFORE.replace(
+        "\n\n\ndef total", "\n\nclass Square:\n    def area(self):\n        return 1\n\n\ndef total"
+    )
     assert new_class != BEFORE
     assert confining_definition(BEFORE, new_class) is None
 

@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 import time
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -112,6 +113,27 @@ ERRORS = [
     (["{txt}", "-l", "1", "-i", "x"], "--language"),
     (["{twice}", "-f", "f", "-i", "x"], "2 definitions match 'f'"),
 ]
+
+
+def test_the_next_rewrite_process_reads_only_what_changed(source):
+    """Prompt states stay on disk between `editspec rewrite` runs: the same rewrite again re-reads only the
+    prompt's last token, another instruction little more than the instruction; `--prefix-cache-mb 0` keeps and
+    reuses nothing."""
+
+    def stats(instruction, *extra):
+        result = run(str(source), "-f", "total", "-i", instruction, "--json", *extra)
+        assert result.exit_code == 0, result.output
+        return json.loads(result.stdout)["stats"]
+
+    first = stats("Use the built-in sum.")
+    again = stats("Use the built-in sum.")
+    assert again["prompt_tokens"] == first["prompt_tokens"]
+    assert again["reused_prompt_tokens"] == again["prompt_tokens"] - 1
+    other = stats("Add type hints.")
+    assert 0.6 * other["prompt_tokens"] < other["reused_prompt_tokens"] < other["prompt_tokens"] - 5
+    kept = Path(os.environ["XDG_CACHE_HOME"]) / "editspec" / "prompts"
+    assert list(kept.glob("*/*.kv"))
+    assert stats("Use the built-in sum.", "--prefix-cache-mb", "0")["reused_prompt_tokens"] == 0
 
 
 @pytest.mark.parametrize("args,message", ERRORS)
