@@ -43,6 +43,18 @@ def test_memory_bound_and_least_recently_used_eviction():
     assert cache.longest([1, 2, 3, 9], limit=10) == ((1, 2, 3), 3)
 
 
+def lookup_run(backend, tokens, draft_length: int, max_tokens: int) -> list[int]:
+    """Greedy tokens with prompt lookup at a fixed draft length."""
+    return generate(
+        backend,
+        tokens,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=FixedDraftLength(draft_length),
+        max_tokens=max_tokens,
+    ).tokens
+
+
 def fresh_process(tmp_path, source):
     """A fake backend as a new process has it: nothing in memory, the states kept on disk in tmp_path."""
     backend = FakeBackend(seed=2, source=source)
@@ -55,14 +67,7 @@ def test_states_on_disk_reach_the_next_process_and_damaged_ones_are_read_again(t
     first, second = [*SHARED, *source, 7], [*SHARED, *source[:30], 9, 9]
 
     def run(backend, prompt):
-        return generate(
-            backend,
-            prompt,
-            GreedyAcceptance(),
-            drafter=PromptLookupDrafter(),
-            policy=FixedDraftLength(4),
-            max_tokens=30,
-        ).tokens
+        return lookup_run(backend, prompt, 4, 30)
 
     def plain(prompt):
         return generate(FakeBackend(seed=2, source=source), prompt, GreedyAcceptance(), max_tokens=30).tokens
@@ -114,14 +119,7 @@ def test_real_model_states_on_disk_are_exact_and_a_damaged_one_is_read_again(tmp
         return LlamaBackend(n_ctx=2048, prefix_cache_bytes=64 << 20, prefix_cache_dir=tmp_path)
 
     def run(backend, tokens):
-        return generate(
-            backend,
-            tokens,
-            GreedyAcceptance(),
-            drafter=PromptLookupDrafter(),
-            policy=FixedDraftLength(6),
-            max_tokens=30,
-        ).tokens
+        return lookup_run(backend, tokens, 6, 30)
 
     first = process()
     try:
@@ -168,14 +166,7 @@ def test_real_model_reuse_is_exact_and_invalidates_exactly_the_changed_suffix(mo
         other = backend.tokenize(prompts.chat_prompt(backend, "Write a haiku."))
 
         def run(tokens):
-            return generate(
-                backend,
-                tokens,
-                GreedyAcceptance(),
-                drafter=PromptLookupDrafter(),
-                policy=FixedDraftLength(6),
-                max_tokens=40,
-            ).tokens
+            return lookup_run(backend, tokens, 6, 40)
 
         cold = run(a)
         assert backend.last_reused == 0
@@ -187,17 +178,7 @@ def test_real_model_reuse_is_exact_and_invalidates_exactly_the_changed_suffix(mo
         assert backend.last_reused == common_prefix(a, edited, len(edited) - 1) < len(a) - 1
         fresh = LlamaBackend(n_ctx=2048)
         try:
-            assert (
-                run(edited)
-                == generate(
-                    fresh,
-                    edited,
-                    GreedyAcceptance(),
-                    drafter=PromptLookupDrafter(),
-                    policy=FixedDraftLength(6),
-                    max_tokens=40,
-                ).tokens
-            )
+            assert run(edited) == lookup_run(fresh, edited, 6, 40)
         finally:
             fresh.close()
         assert backend.prefix_cache.bytes_used <= 64 << 20
