@@ -18,6 +18,7 @@ import contextlib
 import hashlib
 import os
 import struct
+import time
 from array import array
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -25,6 +26,7 @@ from pathlib import Path
 
 MAGIC = b"editspec KV state 1\n"
 SUFFIX = ".kv"
+STALE_TMP_SECONDS = 3600
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
@@ -115,6 +117,11 @@ class DiskStates:
         self._evict()
 
     def _evict(self) -> None:
+        stale = time.time() - STALE_TMP_SECONDS  # a process killed while saving leaves its temporary file
+        for tmp in self.directory.glob(".*.tmp"):
+            with contextlib.suppress(OSError):
+                if tmp.stat().st_mtime < stale:
+                    tmp.unlink()
         files = []
         for path in self._paths():
             with contextlib.suppress(OSError):

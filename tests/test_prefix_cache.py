@@ -1,6 +1,7 @@
 """Prefix reuse: the same output as without it, reuse decided on the tokens, and a memory bound."""
 
 import os
+import time
 
 import numpy as np
 
@@ -110,6 +111,13 @@ def test_disk_bound_removes_the_least_recently_used(tmp_path):
     disk.save([9], bytes(5000))  # larger than the bound: not kept, nothing removed for it
     assert set(disk.index()) == {(1, 2), (5, 6), (7, 8)}
     assert not list(tmp_path.glob(".*.tmp"))
+    left = tmp_path / ".abc.kv.999.tmp"  # a process killed while saving: removed once it is an hour old
+    left.write_bytes(b"x")
+    disk.save([10], bytes(10))
+    assert left.exists()
+    os.utime(left, (time.time() - 7200, time.time() - 7200))
+    disk.save([11], bytes(10))
+    assert not left.exists()
 
 
 def test_real_model_states_on_disk_are_exact_and_a_damaged_one_is_read_again(tmp_path, monkeypatch):
