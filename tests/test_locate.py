@@ -143,3 +143,30 @@ def test_the_file_context_shows_short_python_functions_whole_on_one_line():
         compile(line, "<context>", "exec")  # each shown whole is valid Python on its own
     js = b"function f(a) {\n  return a;\n}\n"
     assert file_context(js, language_for("f.js"), definitions(js, language_for("f.js"))) == ["function f(a) {"]
+
+
+def test_a_class_prompt_does_not_list_its_own_methods_again():
+    """The code to edit shows a class's methods whole: the file context leaves them out for that class, and
+    keeps them for the file's other definitions."""
+    from editspec.rewrite import Rewriter, SourceFile
+    from tests.scripted import scripted_decoder
+
+    source = SourceFile.from_bytes(
+        b"import math\n\n\nclass Grid:\n    def __init__(self, rows):\n        self.rows = rows\n\n"
+        b"    def height(self):\n        return len(self.rows)\n\n\ndef area(g):\n    return g.height()\n"
+    )
+    spec = language_for("grid.py")
+    defs = definitions(source.text.encode(), spec)
+    rewriter = Rewriter(scripted_decoder())
+
+    def context(name):
+        prompt, _, _, n = rewriter.prompt_tokens(source, spec, find_by_name(defs, name), "Add type hints.")
+        text = rewriter.backend.detokenize(prompt)
+        listed = text.split("among others:\n", 1)[1].split("\n\n", 1)[0].splitlines()
+        assert len(listed) == n
+        return [line.removeprefix("- `").removesuffix("`") for line in listed]
+
+    methods = ["def __init__(self, rows): self.rows = rows", "def height(self): return len(self.rows)"]
+    assert context("Grid") == ["import math", "class Grid:", "def area(g): return g.height()"]
+    assert context("area") == ["import math", "class Grid:", *methods, "def area(g): return g.height()"]
+    assert context("Grid.height") == ["import math", "class Grid:", *methods, "def area(g): return g.height()"]
