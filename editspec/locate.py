@@ -467,8 +467,8 @@ def reparse_after_replace(tree: ts.Tree, old: bytes, start: int, end: int, new: 
 
 
 def file_context(source: bytes, spec: LanguageSpec, defs: list[Definition], tree: ts.Tree | None = None) -> list[str]:
-    """What a model needs to understand any definition of the file: its imports, then the first line of every
-    definition. The same for every definition of a file, so rewrites in one file share a prompt prefix."""
+    """What a model needs to understand a definition of the file: its imports, then the first line of every
+    definition in `defs` (a short Python function whole), in the file's order."""
     tree = tree or parse(source, spec)
     imports = [_text(n) for n in tree.root_node.named_children if n.type in spec.imports]
     signatures = []

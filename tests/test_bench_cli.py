@@ -134,9 +134,11 @@ def test_latency_reports_cold_warm_and_plain(tmp_path):
     cold, warm, retry, editor = c["cold"], c["warm"], c["retry"], c["editor"]
     plain = c["llama_cpp_whole_file"]
     assert cold["function"] == retry["function"] == "add" and warm["function"] == "sub"
-    # The warm requests reuse the kept prefix: the next function re-reads little more than itself.
+    # The warm requests reuse the kept prefix. The next function's file context lists `add` where the first
+    # one's listed `sub`, so it re-reads from there on (the context, itself, the instruction), not the system
+    # prompt and the context's heading (130 tokens cold, 71 then, with the tiny model).
     assert cold["read_prompt_tokens"] == cold["prompt_tokens"] > 0
-    assert 0 < warm["read_prompt_tokens"] < cold["read_prompt_tokens"] // 2
+    assert 0 < warm["read_prompt_tokens"] < 0.6 * cold["read_prompt_tokens"]
     assert 0 < retry["read_prompt_tokens"] < cold["read_prompt_tokens"] // 2  # the new instruction, and on
     # Read ahead at the code action: the rewrite reads the instruction and the prompt's last few tokens.
     assert editor["read_ahead_tokens"] + editor["read_prompt_tokens"] == editor["prompt_tokens"]

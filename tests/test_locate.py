@@ -145,9 +145,9 @@ def test_the_file_context_shows_short_python_functions_whole_on_one_line():
     assert file_context(js, language_for("f.js"), definitions(js, language_for("f.js"))) == ["function f(a) {"]
 
 
-def test_a_class_prompt_does_not_list_its_own_methods_again():
-    """The code to edit shows a class's methods whole: the file context leaves them out for that class, and
-    keeps them for the file's other definitions."""
+def test_the_file_context_lists_the_rest_of_the_file_not_the_code_to_edit():
+    """The code to edit shows the target whole, a class's methods with it: the file context leaves them out (a
+    method's class stays, as its scope) and keeps them for the file's other definitions."""
     from editspec.rewrite import Rewriter, SourceFile
     from tests.scripted import scripted_decoder
 
@@ -166,7 +166,7 @@ def test_a_class_prompt_does_not_list_its_own_methods_again():
         assert len(listed) == n
         return [line.removeprefix("- `").removesuffix("`") for line in listed]
 
-    methods = ["def __init__(self, rows): self.rows = rows", "def height(self): return len(self.rows)"]
-    assert context("Grid") == ["import math", "class Grid:", "def area(g): return g.height()"]
-    assert context("area") == ["import math", "class Grid:", *methods, "def area(g): return g.height()"]
-    assert context("Grid.height") == ["import math", "class Grid:", *methods, "def area(g): return g.height()"]
+    init, height = "def __init__(self, rows): self.rows = rows", "def height(self): return len(self.rows)"
+    assert context("Grid") == ["import math", "def area(g): return g.height()"]
+    assert context("area") == ["import math", "class Grid:", init, height]
+    assert context("Grid.height") == ["import math", "class Grid:", init, "def area(g): return g.height()"]
