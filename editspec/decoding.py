@@ -111,11 +111,14 @@ class Decoder:
             policy = self.policy
         else:  # fixed estimates: every request starts from them, whatever came before it
             policy = copy.deepcopy(self.policy)
-        drafter = PromptLookupDrafter()
+        drafter = PromptLookupDrafter(has_newline=self._has_newline if hasattr(self.backend, "token_bytes") else None)
         if self.draft_backend is not None:
             model = DraftModelDrafter(self.draft_backend, policy, acceptance)
             drafter = CombinedDrafter(drafter, model, policy)
         return acceptance, drafter, policy
+
+    def _has_newline(self, token: int) -> bool:
+        return b"\n" in self.backend.token_bytes(token)
 
     def decode(
         self,

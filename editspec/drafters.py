@@ -10,7 +10,7 @@ lookup has nothing worth verifying.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -24,9 +24,12 @@ MIN_OPENING_ANCHOR = 3  # an opening copy needs the prompt's tail to match at le
 class PromptLookupDrafter:
     """Drafts by copying what followed the longest earlier occurrence of the history's tail."""
 
-    def __init__(self, max_ngram: int = 4, max_candidates: int = 64):
+    def __init__(self, max_ngram: int = 4, max_candidates: int = 64, has_newline: Callable[[int], bool] | None = None):
+        """`has_newline(token)`: whether a token's text holds a line break; with it each draft says which of its
+        tokens start a line (where an edit usually begins, so the policy trusts them less)."""
         self.max_ngram = max_ngram
         self.max_candidates = max_candidates
+        self.has_newline = has_newline
         self.history: list[int] = []
         # ngram length -> ngram -> positions of the token that followed each occurrence
         self.index: dict[int, dict[tuple[int, ...], list[int]]] = {}
@@ -90,7 +93,10 @@ class PromptLookupDrafter:
             self.cursor, self.run = None, 0
             return None
         tokens = self.history[self.cursor : self.cursor + max_tokens]
-        return Draft(tokens=tokens, origin="lookup", run=self.run, copied_from=self.cursor)
+        starts: tuple[bool, ...] = ()
+        if self.has_newline is not None:
+            starts = tuple(self.has_newline(t) for t in [self.history[-1], *tokens[:-1]])
+        return Draft(tokens=tokens, origin="lookup", run=self.run, copied_from=self.cursor, line_starts=starts)
 
 
 class DraftModelDrafter:
@@ -167,6 +173,6 @@ class CombinedDrafter:
 
     def propose(self, max_tokens: int) -> Draft | None:
         draft = self.lookup.propose(max_tokens)
-        if draft is not None and self.policy.choose(draft.origin, draft.run, len(draft.tokens)) > 0:
+        if draft is not None and self.policy.choose(draft.origin, draft.run, len(draft.tokens), draft.line_starts) > 0:
             return draft
         return self.model.propose(max_tokens)

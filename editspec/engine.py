@@ -50,6 +50,7 @@ class Draft:
     origin: str  # "lookup" (copied) or "model" (draft model)
     run: int = 0  # how many tokens before the draft already matched where it was copied from
     copied_from: int | None = None  # index into the history (prompt + output) of the first copied token
+    line_starts: tuple[bool, ...] = ()  # per token: it starts a line (empty: not known)
 
 
 class Drafter(Protocol):
@@ -67,10 +68,12 @@ class Drafter(Protocol):
 
 
 class DraftLengthPolicy(Protocol):
-    def choose(self, kind: str, run: int, available: int) -> int:
+    def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
         """How many of `available` drafted tokens to verify (0 = a plain decoding step)."""
 
-    def update(self, kind: str, run: int, n_verified: int, n_accepted: int) -> None: ...
+    def update(
+        self, kind: str, run: int, n_verified: int, n_accepted: int, line_starts: Sequence[bool] = ()
+    ) -> None: ...
 
 
 class AcceptanceRule(Protocol):
@@ -216,7 +219,7 @@ def generate(
         n_accepted, next_token = verify(acceptance, rows, drafted, 0)
         backend.truncate(len(prompt) + n_accepted)
         if policy is not None:
-            policy.update(opening.origin, opening.run, len(drafted), n_accepted)
+            policy.update(opening.origin, opening.run, len(drafted), n_accepted, opening.line_starts)
         stats.drafted_tokens, stats.accepted_tokens = len(drafted), n_accepted
         first = [*drafted[:n_accepted], next_token]
     else:
@@ -248,7 +251,7 @@ def generate(
             k = min(len(draft.tokens), max_draft, max_tokens - len(out))
             k = _room_before_stop(stop, draft.tokens[:k])
             if policy is not None and k > 0:
-                k = min(k, policy.choose(draft.origin, draft.run, k))
+                k = min(k, policy.choose(draft.origin, draft.run, k, draft.line_starts))
         drafted = draft.tokens[:k] if draft is not None else []
         rows = backend.evaluate([out[-1], *drafted])
         n_accepted, next_token = verify(acceptance, rows, drafted, len(out))
@@ -256,9 +259,9 @@ def generate(
         backend.truncate(len(prompt) + len(out) + n_accepted)
         if draft is not None and draft.tokens and policy is not None:
             if k > 0:
-                policy.update(draft.origin, draft.run, k, n_accepted)
+                policy.update(draft.origin, draft.run, k, n_accepted, draft.line_starts)
             else:  # nothing verified, but the emitted token shows whether the draft would have started right
-                policy.update(draft.origin, draft.run, 1, int(draft.tokens[0] == next_token))
+                policy.update(draft.origin, draft.run, 1, int(draft.tokens[0] == next_token), draft.line_starts)
 
         stats.target_passes += 1
         stats.drafted_tokens += k

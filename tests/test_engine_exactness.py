@@ -65,12 +65,26 @@ def test_lookup_greedy_equals_plain(source_name, policy_name, seed):
         backend,
         prompt,
         GreedyAcceptance(),
-        drafter=PromptLookupDrafter(),
+        # Token 5 stands for a line break: the adaptive policy then trusts the tokens after it apart.
+        drafter=PromptLookupDrafter(has_newline=lambda t: t == 5),
         policy=policies()[policy_name](),
         max_tokens=80,
     )
     assert result.tokens == expected
     assert backend.tokens == (prompt + result.tokens)[: len(backend.tokens)]
+
+
+def test_a_draft_says_which_of_its_tokens_start_a_line():
+    nl = 9
+    drafter = PromptLookupDrafter(has_newline=lambda t: t == nl)
+    drafter.start([1, 2, nl, 3, 4, nl, 5, 7, 1, 2])
+    draft = drafter.propose(5)
+    assert draft.tokens == [nl, 3, 4, nl, 5]
+    assert draft.line_starts == (False, True, False, False, True)
+    assert PromptLookupDrafter().propose(5) is None
+    without = PromptLookupDrafter()
+    without.start([1, 2, nl, 3, 1, 2])
+    assert without.propose(3).line_starts == ()
 
 
 @pytest.mark.parametrize("policy_name", ["fixed1", "fixed8", "adaptive"])

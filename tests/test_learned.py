@@ -80,3 +80,22 @@ def test_a_decoder_starts_from_what_earlier_requests_taught(backend):
     before = calibration.learned_file().read_text()
     fixed.decode(prompt)
     assert calibration.learned_file().read_text() == before and fixed.verify_seconds == TRUE
+
+
+def test_a_state_saved_before_line_starts_keeps_their_prior():
+    policy = AdaptiveDraftLength(TRUE)
+    for _ in range(20):
+        policy.update("lookup", run=40, n_verified=8, n_accepted=2, line_starts=(False, False, True))
+        policy.update("lookup", run=3, n_verified=4, n_accepted=0)
+    state = json.loads(json.dumps(policy.state()))
+    old = {k: v for k, v in state.items() if not k.startswith("line_start")}
+    fresh = AdaptiveDraftLength(TRUE)
+    fresh.load(old)
+    assert fresh.acceptance(3) == pytest.approx(policy.acceptance(3), abs=1e-4)
+    assert fresh.acceptance(3) < AdaptiveDraftLength(TRUE).acceptance(3) - 0.3
+    assert fresh.acceptance(40, line_start=True) == AdaptiveDraftLength(TRUE).acceptance(40, line_start=True)
+    fresh.load(state)
+    assert fresh.state() == policy.state()
+    prior = AdaptiveDraftLength(TRUE)
+    prior.load({**state, "line_start_trials": [0] * 13})  # a damaged part spoils the whole state
+    assert prior.state() == AdaptiveDraftLength(TRUE).state()

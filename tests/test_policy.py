@@ -43,3 +43,16 @@ def test_draft_model_pays_for_its_own_steps():
             p.update("model", 0, 8, 8)
     assert cheap.choose("model", 0, 32) > 0
     assert dear.choose("model", 0, 32) < cheap.choose("model", 0, 32)
+
+
+def test_tokens_that_start_a_line_are_trusted_apart():
+    """An edit begins at a line: the policy learns the acceptance of tokens that start one apart from the rest, and
+    a draft crossing into a line where copies fail is verified only up to it."""
+    policy = AdaptiveDraftLength(COSTS)
+    starts = (False, False, False, True, False, False, False, False)
+    for _ in range(60):  # copies hold inside lines and break where a new line starts
+        policy.update("lookup", run=40, n_verified=8, n_accepted=3, line_starts=starts)
+        policy.update("lookup", run=40, n_verified=8, n_accepted=8)
+    assert policy.acceptance(40) > 0.95 > 0.3 > policy.acceptance(40, line_start=True)
+    assert policy.choose("lookup", run=40, available=8, line_starts=starts) == 3
+    assert policy.choose("lookup", run=40, available=8) == 8  # no line start in the draft: all of it
