@@ -31,13 +31,14 @@ class PromptLookupDrafter:
         self.max_candidates = max_candidates
         self.has_newline = has_newline
         self.history: list[int] = []
+        self.breaks: list[bool] = []  # per history token: it holds a line break (with has_newline only)
         # ngram length -> ngram -> positions of the token that followed each occurrence
         self.index: dict[int, dict[tuple[int, ...], list[int]]] = {}
         self.cursor: int | None = None  # where the copy we are following continues
         self.run = 0  # how many history tokens in a row match the text before the cursor
 
     def start(self, prompt: Sequence[int]) -> None:
-        self.history = []
+        self.history, self.breaks = [], []
         self.index = {n: defaultdict(list) for n in range(1, self.max_ngram + 1)}
         self.cursor, self.run = None, 0
         self._append(prompt)
@@ -46,6 +47,8 @@ class PromptLookupDrafter:
         h = self.history
         for tok in tokens:
             h.append(tok)
+            if self.has_newline is not None:
+                self.breaks.append(self.has_newline(tok))
             end = len(h)
             for n in range(1, min(self.max_ngram, end) + 1):
                 self.index[n][tuple(h[end - n : end])].append(end)
@@ -93,9 +96,9 @@ class PromptLookupDrafter:
             self.cursor, self.run = None, 0
             return None
         tokens = self.history[self.cursor : self.cursor + max_tokens]
-        starts: tuple[bool, ...] = ()
-        if self.has_newline is not None:
-            starts = tuple(self.has_newline(t) for t in [self.history[-1], *tokens[:-1]])
+        # Token j starts a line when the one before it holds a break; before the first is the copy's anchor,
+        # history[cursor - 1], which equals the history's last token (the match the cursor stands on).
+        starts = tuple(self.breaks[self.cursor - 1 : self.cursor - 1 + len(tokens)]) if self.breaks else ()
         return Draft(tokens=tokens, origin="lookup", run=self.run, copied_from=self.cursor, line_starts=starts)
 
 
