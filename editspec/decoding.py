@@ -130,8 +130,6 @@ class Decoder:
         opening_draft: int | None = None,
     ) -> Generation:
         acceptance, drafter, policy = self._parts()
-        if policy is not None:
-            policy.begin_request()
         room = self.backend.n_ctx - len(prompt)
         wanted = next(n for n in (max_tokens, self.options.max_tokens, DEFAULT_MAX_TOKENS) if n is not None)
         if room <= 1:

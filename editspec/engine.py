@@ -68,9 +68,6 @@ class Drafter(Protocol):
 
 
 class DraftLengthPolicy(Protocol):
-    def begin_request(self) -> None:
-        """A new request starts (the decoder calls it; `generate` does not)."""
-
     def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
         """How many of `available` drafted tokens to verify (0 = a plain decoding step)."""
 

@@ -22,8 +22,6 @@ from collections.abc import Sequence
 RUN_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 PRIOR_WEIGHT = 2.0  # tokens of evidence the prior is worth; real observations soon dominate
 FORGETTING = 0.995  # per observed token: acceptance drifts as generation moves through the file
-# Tokens of evidence a request's own record needs before it lowers the shared estimates (see begin_request).
-REQUEST_EVIDENCE = 4.0
 
 
 def run_bucket(run: int) -> int:
@@ -87,17 +85,6 @@ class AdaptiveDraftLength:
         self.start_successes = [prior_line_start_acceptance(RUN_BUCKETS[b]) * PRIOR_WEIGHT for b in range(n)]
         self.start_trials = [PRIOR_WEIGHT] * n
         self.model_successes, self.model_trials = 0.6 * PRIOR_WEIGHT, PRIOR_WEIGHT
-        self.begin_request()
-
-    def begin_request(self) -> None:
-        """Start this request's own tally. The estimates are shared by every request on the model, and they are
-        learned mostly from code; where this request's copied tokens are accepted less often than the estimates
-        predicted (prose, whose three-token matches hold about half the time, not 61%), its drafts are trusted
-        less for the rest of it. Never more: a request that goes well keeps the shared estimates."""
-        self.request_expected = self.request_accepted = 0.0
-
-    def request_factor(self) -> float:
-        return min(1.0, (self.request_accepted + REQUEST_EVIDENCE) / (self.request_expected + REQUEST_EVIDENCE))
 
     def state(self) -> dict:
         """The acceptance estimates, to start the next request (or process) from."""
@@ -131,14 +118,11 @@ class AdaptiveDraftLength:
     def max_length(self) -> int:
         return len(self.verify_seconds) - 2
 
-    def shared_acceptance(self, run: int, line_start: bool = False) -> float:
+    def acceptance(self, run: int, line_start: bool = False) -> float:
         b = run_bucket(run)
         if line_start:
             return self.start_successes[b] / self.start_trials[b]
         return self.successes[b] / self.trials[b]
-
-    def acceptance(self, run: int, line_start: bool = False) -> float:
-        return self.shared_acceptance(run, line_start) * self.request_factor()
 
     def _best(self, survival: Sequence[float], per_draft_seconds: float) -> int:
         best_k, best_rate = 0, 1.0 / self.verify_seconds[1]
@@ -170,10 +154,7 @@ class AdaptiveDraftLength:
             return
         for j, accepted in enumerate(outcomes):
             b = run_bucket(run + j)
-            start = j < len(line_starts) and line_starts[j]
-            self.request_expected += self.shared_acceptance(run + j, start)
-            self.request_accepted += accepted
-            if start:
+            if j < len(line_starts) and line_starts[j]:
                 self.start_successes[b] = self.start_successes[b] * FORGETTING + accepted
                 self.start_trials[b] = self.start_trials[b] * FORGETTING + 1.0
             else:
@@ -199,9 +180,6 @@ class FixedDraftLength:
 
     def __init__(self, k: int):
         self.k = k
-
-    def begin_request(self) -> None:
-        pass
 
     def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
         return min(self.k, available)

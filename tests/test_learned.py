@@ -53,7 +53,6 @@ def test_policy_state_round_trips_and_bad_state_is_ignored():
     state = json.loads(json.dumps(policy.state()))
     fresh = AdaptiveDraftLength(TRUE)
     fresh.load(state)
-    policy.begin_request()  # the state is what the next request starts from
     assert fresh.state() == policy.state()
     assert fresh.choose("lookup", 10, 32) == policy.choose("lookup", 10, 32)
     assert fresh.choose("lookup", 10, 32) != AdaptiveDraftLength(TRUE).choose("lookup", 10, 32)
@@ -92,7 +91,6 @@ def test_a_state_saved_before_line_starts_keeps_their_prior():
     old = {k: v for k, v in state.items() if not k.startswith("line_start")}
     fresh = AdaptiveDraftLength(TRUE)
     fresh.load(old)
-    policy.begin_request()  # compared as the next request would start
     assert fresh.acceptance(3) == pytest.approx(policy.acceptance(3), abs=1e-4)
     assert fresh.acceptance(3) < AdaptiveDraftLength(TRUE).acceptance(3) - 0.3
     assert fresh.acceptance(40, line_start=True) == AdaptiveDraftLength(TRUE).acceptance(40, line_start=True)

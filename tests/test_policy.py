@@ -1,7 +1,5 @@
 """The adaptive draft length: no drafting where copies fail, long drafts where they hold."""
 
-import copy
-
 from editspec.policy import AdaptiveDraftLength, run_bucket
 
 # Shaped like this machine's measurements: a pass over 2 tokens costs two plain steps, over 33 about 16.
@@ -55,29 +53,6 @@ def test_tokens_that_start_a_line_are_trusted_apart():
     for _ in range(60):  # copies hold inside lines and break where a new line starts
         policy.update("lookup", run=40, n_verified=8, n_accepted=3, line_starts=starts)
         policy.update("lookup", run=40, n_verified=8, n_accepted=8)
-    policy.begin_request()  # what the next request starts from
     assert policy.acceptance(40) > 0.95 > 0.3 > policy.acceptance(40, line_start=True)
     assert policy.choose("lookup", run=40, available=8, line_starts=starts) == 3
     assert policy.choose("lookup", run=40, available=8) == 8  # no line start in the draft: all of it
-
-
-def test_a_request_whose_copies_fail_trusts_them_less_until_the_next():
-    """The estimates are shared by every request on the model (mostly code). A request whose copied tokens are
-    accepted less often than they predicted (prose) drafts less for the rest of it; the next request starts
-    from the shared estimates again; a request that does better than predicted is not trusted more."""
-    policy = AdaptiveDraftLength(COSTS)
-    for _ in range(200):  # learned from code: a copy that has held for 6 tokens goes on
-        policy.update("lookup", run=6, n_verified=1, n_accepted=1)
-    policy.begin_request()
-    for _ in range(4):  # this request: such copies fail
-        policy.update("lookup", run=6, n_verified=4, n_accepted=0)
-    shared = policy.shared_acceptance(6)
-    assert shared > 0.9
-    assert policy.acceptance(6) < 0.6 * shared
-    next_request = copy.deepcopy(policy)
-    next_request.begin_request()
-    assert next_request.acceptance(6) == shared
-    assert policy.choose("lookup", run=6, available=8) < next_request.choose("lookup", run=6, available=8)
-    for _ in range(50):  # a request where everything holds keeps the shared estimates, no more
-        next_request.update("lookup", run=6, n_verified=1, n_accepted=1)
-    assert next_request.acceptance(6) == next_request.shared_acceptance(6)
