@@ -58,6 +58,7 @@ class Decoder:
         verify costs the rounds really took, correcting the calibration), and saves it after each request."""
         self.backend = backend
         self.options = options or DecodeOptions()
+        self._newlines: dict[int, bool] = {}  # token -> its text holds a line break
         self.draft_backend = draft_backend
         if draft_backend is not None:
             check_same_vocabulary(backend, draft_backend)
@@ -118,7 +119,11 @@ class Decoder:
         return acceptance, drafter, policy
 
     def _has_newline(self, token: int) -> bool:
-        return b"\n" in self.backend.token_bytes(token)
+        # Asked for every prompt token of every request: the vocabulary's answers are kept, not asked of llama.cpp.
+        known = self._newlines.get(token)
+        if known is None:
+            known = self._newlines[token] = b"\n" in self.backend.token_bytes(token)
+        return known
 
     def decode(
         self,
