@@ -209,6 +209,12 @@ def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = Fal
     default=None,
     help="write an HTML page showing the speculation, token by token",
 )
+@click.option(
+    "--no-second-look",
+    "no_second_look",
+    is_flag=True,
+    help="keep an answer that writes the code back unchanged (by default the model gets a second look)",
+)
 @click.option("--quiet", "-q", is_flag=True, help="no progress on stderr")
 @decode_options
 def rewrite(
@@ -223,6 +229,7 @@ def rewrite(
     as_json,
     show,
     trace_path,
+    no_second_look,
     quiet,
     decode: DecodeArgs,
 ) -> None:
@@ -276,13 +283,14 @@ def rewrite(
     decoder = load_decoder(decode, quiet, prompts_on_disk=decode.seed is None)
     if len(function) > 1:
         opts = dict(force=force, quiet=quiet, as_json=as_json, show=show, apply=apply_, trace_path=trace_path)
+        opts["second_look"] = not no_second_look
         rewrite_several(decoder, source, spec, targets, instruction, dict(opts, context_tokens=decode.context_tokens))
         return
     label = f"{target.name} (lines {target.line}-{target.end_line})"
     interactive = err.is_terminal and not quiet
     try:
         with LiveProgress(err, label, interactive) as progress:
-            rewriter = Rewriter(decoder, decode.context_tokens, finish_refused=force)
+            rewriter = Rewriter(decoder, decode.context_tokens, finish_refused=force, second_look=not no_second_look)
             result = rewriter.rewrite(source, spec, target, instruction, progress.update)
     except RewriteError as e:
         fail(str(e), EXIT_INPUT)
@@ -304,8 +312,7 @@ def rewrite(
         click.echo(result.diff(), nl=False)
     if not quiet:
         err.print(summary_line(result.stats, decoder.verify_seconds), highlight=False)
-    if result.left_out and not quiet:
-        err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
+    print_notes(result, quiet)
     problem = result.problem()
     if problem:
         err.print(f"[yellow]warning: {escape(problem)}[/]", highlight=False, soft_wrap=True)
@@ -327,6 +334,25 @@ def rewrite(
             err.print(f"wrote {source.path}")
 
 
+def print_notes(result, quiet: bool) -> None:
+    """What the user should know about how the answer came about."""
+    if quiet:
+        return
+    name = result.target.name
+    if result.left_out:
+        err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
+    look = result.second_look
+    if look:
+        err.print(
+            f"note: the model first wrote {name} back unchanged; this is its likeliest answer that changes it "
+            f"(a second look, from line {look['forked_at_line']} of its first answer on; --no-second-look keeps "
+            "the first)",
+            highlight=False,
+        )
+    elif result.unchanged and result.problem() is None:
+        err.print(f"note: the model wrote {name} back unchanged; say more precisely what to change", highlight=False)
+
+
 def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> None:
     """Several functions of one file, each exactly as one --function would be (the same checks, --force,
     --show, --trace per function), rewritten bottom-up in one process so that they share the file's prompt
@@ -335,7 +361,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
     from .rewrite import RewriteError, Rewriter, SourceFile, unified_diff, write_atomically
 
     force, quiet = opts["force"], opts["quiet"]
-    rewriter = Rewriter(decoder, opts["context_tokens"], finish_refused=force)
+    rewriter = Rewriter(decoder, opts["context_tokens"], finish_refused=force, second_look=opts["second_look"])
     current, results, refused, failed = source.text, [], [], []
     interactive = err.is_terminal and not quiet
     # Bottom-up: rewriting a later function never moves an earlier one, so every target's offsets still hold.
@@ -350,6 +376,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
             continue
         except KeyboardInterrupt:
             fail("interrupted; nothing written", EXIT_INTERRUPTED)
+        print_notes(result, quiet)
         problem = result.problem()
         if problem:
             err.print(f"[yellow]warning: {target.name}: {escape(problem)}[/]", highlight=False, soft_wrap=True)
@@ -794,7 +821,10 @@ def batch(
         from .workers import BatchWorker
 
         pool = InProcessPool(
-            spec, BatchWorker.with_rewriter(Rewriter(load_decoder(decode, quiet), decode.context_tokens), instruction)
+            spec,
+            BatchWorker.with_rewriter(
+                Rewriter(load_decoder(decode, quiet), decode.context_tokens, second_look=False), instruction
+            ),
         )
     key = run_key(
         instruction=instruction,

@@ -133,6 +133,7 @@ class Decoder:
         on_tokens: TokenCallback | None = None,
         max_tokens: int | None = None,
         opening_draft: int | None = None,
+        scores: bool = False,
     ) -> Generation:
         acceptance, drafter, policy = self._parts()
         room = self.backend.n_ctx - len(prompt)
@@ -150,6 +151,7 @@ class Decoder:
             opening_draft=self.options.opening_draft if opening_draft is None else opening_draft,
             stop=stop,
             on_tokens=on_tokens,
+            scores=scores,
         )
         self._learn(generation)
         return generation

@@ -14,6 +14,7 @@ tokens a few more cost little, and the first line is out when the prefill is, wi
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -140,10 +141,38 @@ class Stats:
         }
 
 
+@dataclass(frozen=True)
+class Score:
+    """How sure the target was of a token it wrote: the token's log-probability under the raw logits, and the
+    likeliest other token at that position with its log-probability (what it nearly wrote instead)."""
+
+    logprob: float
+    alternative: int
+    alternative_logprob: float
+
+
+def score_tokens(rows: np.ndarray, tokens: Sequence[int]) -> list[Score]:
+    """`rows[i]` are the logits at the position where `tokens[i]` was written."""
+    scores = []
+    for row, tok in zip(rows, tokens, strict=False):
+        top = float(row.max())
+        log_total = top + math.log(float(np.exp(row - top, dtype=np.float32).sum(dtype=np.float64)))
+        best = int(row.argmax())
+        if best == tok:  # the runner-up: the row's argmax with the winner masked (put back at once)
+            kept, row[best] = row[best], -np.inf
+            alternative = int(row.argmax())
+            row[best] = kept
+        else:
+            alternative = best
+        scores.append(Score(float(row[tok]) - log_total, alternative, float(row[alternative]) - log_total))
+    return scores
+
+
 @dataclass
 class Generation:
     tokens: list[int]
     stats: Stats
+    scores: list[Score] | None = None  # per token, with generate(scores=True)
 
 
 # Called with the newly emitted tokens and the round that produced them (None for the first token).
@@ -172,29 +201,36 @@ def generate(
     opening_draft: int = 0,
     stop: StopCondition | None = None,
     on_tokens: TokenCallback | None = None,
+    scores: bool = False,
     clock: Callable[[], float] = time.perf_counter,
 ) -> Generation:
     """Generate up to `max_tokens` tokens after `prompt`, speculating with `drafter` when one is given.
 
     Without a drafter (or when the policy picks length 0) each round is one plain decoding step, so
     `--no-speculation` runs the very same code path. Up to `opening_draft` tokens of the drafter's opening
-    copy are verified within the prefill.
+    copy are verified within the prefill. With `scores`, the result says per token how sure the target was
+    (`Score`; a rewrite's second look forks where it nearly wrote something else).
     """
     if not prompt:
         raise ValueError("the prompt is empty")
     stats = Stats(prompt_tokens=len(prompt))
     out: list[int] = []
+    out_scores: list[Score] | None = [] if scores else None
 
-    def emit(new: list[int], rnd: Round | None) -> bool:
-        """Append tokens until a stop condition; return True when generation is over."""
+    def emit(new: list[int], rnd: Round | None, rows: np.ndarray) -> bool:
+        """Append tokens until a stop condition; return True when generation is over. `rows[i]`: the logits
+        where new[i] was written."""
         kept: list[int] = []
         done = False
-        for tok in new:
+        new_scores = score_tokens(rows, new) if out_scores is not None else None
+        for j, tok in enumerate(new):
             if backend.is_end_of_generation(tok):
                 stats.stop_reason, done = "end_of_generation", True
                 break
             kept.append(tok)
             out.append(tok)
+            if new_scores is not None:
+                out_scores.append(new_scores[j])
             if stop is not None and stop(out):
                 stats.stop_reason, done = "stop", True
                 break
@@ -239,7 +275,7 @@ def generate(
             opening=True,
         )
         stats.rounds.append(opening_round)
-    done = max_tokens <= 0 or emit(first, opening_round)
+    done = max_tokens <= 0 or emit(first, opening_round, rows)
     stats.prefill_output_tokens = len(out)
 
     t_decode = clock()
@@ -275,8 +311,8 @@ def generate(
             seconds=clock() - t_round,
         )
         stats.rounds.append(rnd)
-        done = emit([*drafted[:n_accepted], next_token], rnd)
+        done = emit([*drafted[:n_accepted], next_token], rnd, rows)
 
     stats.decode_seconds = clock() - t_decode
     stats.generated_tokens = len(out)
-    return Generation(tokens=out, stats=stats)
+    return Generation(tokens=out, stats=stats, scores=out_scores)

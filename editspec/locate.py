@@ -446,6 +446,47 @@ def syntax_errors(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None
     return errors
 
 
+def written_back(before: str, after: str, spec: LanguageSpec) -> bool:
+    """Whether `after` is `before` written back: the same text line for line, but for import statements (a model
+    that adds `import math` to code it leaves as it was has changed nothing) and whitespace at line ends and
+    blank lines around it. A changed comment or a changed indentation is a change (it may be what was asked)."""
+    return _lines_without_imports(before, spec) == _lines_without_imports(after, spec)
+
+
+def same_code(a: str, b: str, spec: LanguageSpec) -> bool:
+    """Whether two texts are the same code but for comments, import statements and layout: the same tokens as
+    the parser sees them."""
+    return _code_tokens(a.encode("utf-8"), spec) == _code_tokens(b.encode("utf-8"), spec)
+
+
+def _code_tokens(source: bytes, spec: LanguageSpec) -> list[bytes]:
+    tokens: list[bytes] = []
+    stack = [parse(source, spec).root_node]
+    while stack:
+        node = stack.pop()
+        if "comment" in node.type or node.type in spec.imports:
+            continue
+        if node.child_count == 0:
+            if node.end_byte > node.start_byte:
+                tokens.append(source[node.start_byte : node.end_byte])
+            continue
+        stack.extend(reversed(node.children))
+    return tokens
+
+
+def _lines_without_imports(text: str, spec: LanguageSpec) -> list[str]:
+    data = text.encode("utf-8")
+    imports = [(n.start_byte, n.end_byte) for n in parse(data, spec).root_node.named_children if n.type in spec.imports]
+    for start, end in reversed(imports):
+        data = data[:start] + data[end:]
+    lines = [line.rstrip() for line in data.decode("utf-8", errors="replace").splitlines()]
+    while lines and not lines[-1]:
+        lines.pop()
+    while lines and not lines[0]:
+        lines.pop(0)
+    return lines
+
+
 def point_at(source: bytes, offset: int) -> tuple[int, int]:
     """tree-sitter's (row, byte column) of a byte offset."""
     row = source.count(b"\n", 0, offset)

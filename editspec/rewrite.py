@@ -6,7 +6,9 @@ puts it back. The CLI, batch mode and the language server all call `Rewriter.rew
 
 from __future__ import annotations
 
+import codecs
 import contextlib
+import copy
 import difflib
 import hashlib
 import os
@@ -29,10 +31,12 @@ from .locate import (
     outermost,
     parse,
     reparse_after_replace,
+    same_code,
     syntax_errors,
+    written_back,
 )
 from .prefix_cache import common_prefix
-from .trace import build_trace
+from .trace import build_trace, forked_trace
 
 
 class RewriteError(Exception):
@@ -326,6 +330,8 @@ class RewriteResult:
     extra_definitions: list[str] = field(default_factory=list)  # refused definitions beside the one asked for
     helpers: list[str] = field(default_factory=list)  # new definitions written beside it (accepted)
     left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
+    unchanged: bool = False  # the answer is the code written back as it was (imports aside)
+    second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
     def problem(self) -> str | None:
@@ -369,6 +375,8 @@ class RewriteResult:
             "extra_definitions": self.extra_definitions,
             "helpers": self.helpers,
             "left_out": self.left_out,
+            "unchanged": self.unchanged,
+            "second_look": self.second_look or None,
             "problem": self.problem(),
             "context_lines": self.context_lines,
             "stats": self.stats.summary(),
@@ -407,13 +415,17 @@ EXTRA_STOP = "extra_definition"  # stop reason: the model went on to another def
 
 
 class Rewriter:
-    def __init__(self, decoder: Decoder, context_tokens: int = 256, finish_refused: bool = False):
+    def __init__(
+        self, decoder: Decoder, context_tokens: int = 256, finish_refused: bool = False, second_look: bool = True
+    ):
         """`finish_refused`: let the model finish an answer that will be refused (`--force` shows it whole);
-        otherwise generation stops as soon as the refusal is certain."""
+        otherwise generation stops as soon as the refusal is certain. `second_look`: an answer that is the code
+        unchanged gets a second look (`_look_again`)."""
         self.decoder = decoder
         self.backend = decoder.backend
         self.context_tokens = context_tokens
         self.finish_refused = finish_refused
+        self.second_look = second_look
 
     def _context(
         self, source: bytes, spec: LanguageSpec, target: Definition, defs: list[Definition], tree
@@ -492,45 +504,24 @@ class Rewriter:
     ) -> RewriteResult:
         data = source.text.encode("utf-8")
         tree = parse(data, spec)
-        old_errors = set(syntax_errors(data, spec, tree))
         prompt, region, indent, n_context = self.prompt_tokens(source, spec, target, instruction, tree)
-        existing = {
-            d.simple_name for d in definitions(data, spec, tree) if (d.start, d.end) != (target.start, target.end)
-        }
-        out: list[int] = []
-        origins: list[str] = []
-        counts = {"drafted": 0, "accepted": 0, "passes": 1}
-        stop = prompts.FenceStop(self.backend)
-        refused, lines_checked, answer_bytes = [], 0, b""
-
-        def on_tokens(tokens: list[int], rnd: Round | None) -> bool:
-            if rnd is None:
-                origins.extend(["target"] * len(tokens))
-            else:
-                accepted = min(rnd.accepted, len(tokens))
-                kind = "copied" if rnd.origin == "lookup" else "drafted"
-                origins.extend([kind] * accepted + ["target"] * (len(tokens) - accepted))
-                counts["drafted"] += len(rnd.drafted)
-                counts["accepted"] += rnd.accepted
-                counts["passes"] += 0 if rnd.opening else 1
-            out.extend(tokens)
-            if on_progress is None and self.finish_refused:
-                return False
-            nonlocal answer_bytes, lines_checked
-            # Grown by this round's tokens, not re-joined from all of them: this runs every round.
-            answer_bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
-            answer = prompts.code_before_fence(answer_bytes.decode("utf-8", errors="replace"))
-            text = unwrap_enclosing_class(answer, target.containers)
-            lines = text.count("\n")
-            if not self.finish_refused and lines > lines_checked:
-                lines_checked = lines
-                if settled_extra_definition(text, spec, target, existing):
-                    refused.append(True)
-                    return True
-            if on_progress is None:
-                return False
-            return bool(on_progress(Progress(text, len(out), **counts)))
-
+        job = _Job(
+            source=source,
+            spec=spec,
+            target=target,
+            instruction=instruction,
+            data=data,
+            tree=tree,
+            old_errors=set(syntax_errors(data, spec, tree)),
+            prompt=prompt,
+            region=region,
+            indent=indent,
+            n_context=n_context,
+            existing={
+                d.simple_name for d in definitions(data, spec, tree) if (d.start, d.end) != (target.start, target.end)
+            },
+            on_progress=on_progress,
+        )
         code_tokens = len(self.backend.tokenize(region))
         budget = answer_budget(code_tokens, self.decoder.options.max_tokens)
         room = self.backend.n_ctx - len(prompt) - self.decoder.options.max_draft - 2
@@ -539,46 +530,226 @@ class Rewriter:
                 f"{target.name} is too long for the model's context: its prompt is {len(prompt)} tokens and the "
                 f"answer needs room too, but the context holds {self.backend.n_ctx}; rewrite a smaller part"
             )
+        answer = _Answer(self, job)
         generation = self.decoder.decode(
-            prompt, stop=stop, on_tokens=on_tokens, max_tokens=budget, opening_draft=self.opening_length(region, target)
+            prompt,
+            stop=prompts.FenceStop(self.backend),
+            on_tokens=answer,
+            max_tokens=budget,
+            opening_draft=self.opening_length(region, target),
+            scores=self.second_look,
         )
-        if refused:
-            generation.stats.stop_reason = EXTRA_STOP
-        elif generation.stats.stop_reason == "cancelled":
+        result = self._result(job, answer, generation.stats)
+        if self.second_look and result.unchanged and result.problem() is None:
+            result = self._look_again(job, answer, generation, budget) or result
+        return result
+
+    def _result(self, job: _Job, answer: _Answer, stats: Stats) -> RewriteResult:
+        """The rewrite that an answer makes: the new file, its edits, and what the checks say of it."""
+        if answer.refused:
+            stats.stop_reason = EXTRA_STOP
+        elif stats.stop_reason == "cancelled":
             raise RewriteCancelled("the rewrite was cancelled")
-        answer = prompts.code_before_fence(self.backend.detokenize(generation.tokens))
-        if not answer.strip():
+        code = prompts.code_before_fence(self.backend.detokenize(answer.tokens))
+        if not code.strip():
             raise RewriteError("the model returned no code; try another instruction or a larger model")
-        answer = unwrap_enclosing_class(answer, target.containers)
-        answer, left_out = cut_copies(answer, spec, target, existing)
-        extra, helpers = _judged(answer, spec, target, existing)
-        new_region = indent_lines(answer.rstrip("\n") + "\n", indent)
-        if not region.endswith("\n"):
+        spec, target, existing = job.spec, job.target, job.existing
+        code = unwrap_enclosing_class(code, target.containers)
+        code, left_out = cut_copies(code, spec, target, existing)
+        extra, helpers = _judged(code, spec, target, existing)
+        new_region = indent_lines(code.rstrip("\n") + "\n", job.indent)
+        if not job.region.endswith("\n"):
             new_region = new_region.rstrip("\n")
-        start_char = len(data[: target.start].decode("utf-8"))
-        end_char = start_char + len(region)
-        new_text = source.text[:start_char] + new_region + source.text[end_char:]
+        start_char = len(job.data[: target.start].decode("utf-8"))
+        end_char = start_char + len(job.region)
+        new_text = job.source.text[:start_char] + new_region + job.source.text[end_char:]
         new_data = new_text.encode("utf-8")
-        new_tree = reparse_after_replace(tree, data, target.start, target.end, new_data, spec)
-        errors = [e for e in syntax_errors(new_data, spec, new_tree) if e not in old_errors]
+        new_tree = reparse_after_replace(job.tree, job.data, target.start, target.end, new_data, spec)
+        errors = [e for e in syntax_errors(new_data, spec, new_tree) if e not in job.old_errors]
         return RewriteResult(
-            source=source,
+            source=job.source,
             language=spec.name,
             target=target,
-            instruction=instruction,
-            old_region=region,
+            instruction=job.instruction,
+            old_region=job.region,
             new_region=new_region,
             new_text=new_text,
-            edits=text_edits(region, new_region, start_char),
+            edits=text_edits(job.region, new_region, start_char),
             errors=errors,
-            stats=generation.stats,
-            pieces=_pieces(self.backend, generation.tokens, origins),
-            context_lines=n_context,
+            stats=stats,
+            pieces=_pieces(self.backend, answer.tokens, answer.origins),
+            context_lines=job.n_context,
             extra_definitions=extra,
             helpers=helpers,
             left_out=left_out,
-            trace=build_trace(self.backend, prompt, generation.tokens, generation.stats, self.decoder.verify_seconds),
+            unchanged=written_back(dedent(job.region, job.indent), code, spec),
+            trace=build_trace(self.backend, job.prompt, answer.tokens, stats, self.decoder.verify_seconds),
         )
+
+    def _look_again(self, job: _Job, first: _Answer, generation, budget: int) -> RewriteResult | None:
+        """The second look at an answer that is the code written back as it was (`written_back`): the user asked
+        for a change, and a model that writes its input back has usually passed by the change at a place where
+        it nearly wrote something else. So fork there: at each of the SECOND_LOOK_FORKS places where the
+        likeliest other token was likeliest, write that token and let the model go on greedily; keep the
+        answer, among those that change the code itself (not only a comment, spacing or an import) and pass
+        the checks, that the model finds likeliest as a whole (the sum of its tokens' log-probabilities).
+        None when no fork does."""
+        tokens, scores = generation.tokens, generation.scores
+        prefix_logprob = [0.0]
+        for score in scores:
+            prefix_logprob.append(prefix_logprob[-1] + score.logprob)
+        places = sorted(
+            (i for i, score in enumerate(scores) if self._may_fork_with(score.alternative)),
+            key=lambda i: scores[i].alternative_logprob,
+            reverse=True,
+        )[:SECOND_LOOK_FORKS]
+        best: tuple[float, RewriteResult] | None = None
+        stats = copy.copy(generation.stats)
+        stats.rounds = list(stats.rounds)
+        tried = 0
+        for i in places:
+            alternative = scores[i].alternative
+            bound = prefix_logprob[i] + scores[i].alternative_logprob  # the fork's log-probability at most
+            if best is not None and bound <= best[0]:
+                continue
+            forced = [*tokens[:i], alternative]
+            answer = _Answer(self, first.job, forced, [*first.origins[:i], "target"], first.counts)
+            with _prompt_not_kept(self.backend):  # no later request starts with a fork's prompt
+                fork = self.decoder.decode(
+                    job.prompt + forced,
+                    stop=prompts.FenceStop(self.backend),
+                    on_tokens=answer,
+                    max_tokens=budget - len(forced),
+                    opening_draft=MAX_OPENING,
+                    scores=True,
+                )
+            tried += 1
+            _add_work(stats, fork.stats)
+            if fork.stats.stop_reason == "cancelled":
+                raise RewriteCancelled("the rewrite was cancelled")
+            if answer.refused or fork.stats.stop_reason == "max_tokens":
+                continue
+            logprob = bound + sum(score.logprob for score in fork.scores)
+            result = self._result(job, answer, copy.copy(fork.stats))
+            if (
+                result.problem() is not None
+                or same_code(dedent(job.region, job.indent), answer_code(result), job.spec)
+                or (best is not None and logprob <= best[0])
+            ):
+                continue  # refused, or no change to the code (a comment, spacing, an import), or less likely
+            line = self.backend.detokenize(tokens[:i]).count("\n") + 1
+            result.second_look = {"forked_at_token": i, "forked_at_line": line, "logprob": round(logprob, 3)}
+            result.trace = forked_trace(
+                build_trace(self.backend, job.prompt + forced, fork.tokens, fork.stats, self.decoder.verify_seconds),
+                self.backend,
+                forced,
+                answer.origins[: len(forced)],
+            )
+            best = (logprob, result)
+        if best is None:
+            return None
+        result = best[1]
+        result.second_look.update(tried=tried, first_answer=first.text(), first_logprob=round(prefix_logprob[-1], 3))
+        result.trace["second_look"] = result.second_look
+        stats.stop_reason = result.stats.stop_reason
+        result.stats = stats
+        return result
+
+    def _may_fork_with(self, token: int) -> bool:
+        """A fork must go on writing code: not end the answer, nor begin its closing fence."""
+        return not self.backend.is_end_of_generation(token) and not self.backend.token_text(token).lstrip().startswith(
+            prompts.FENCE[:2]
+        )
+
+
+SECOND_LOOK_FORKS = 4  # places forked at most, for an answer that is the code unchanged
+
+
+def answer_code(result: RewriteResult) -> str:
+    return dedent(result.new_region, common_indent(result.new_region.splitlines()))
+
+
+@dataclass
+class _Job:
+    """One rewrite's inputs, as every answer to it is judged against them."""
+
+    source: SourceFile
+    spec: LanguageSpec
+    target: Definition
+    instruction: str
+    data: bytes
+    tree: object
+    old_errors: set
+    prompt: list[int]
+    region: str
+    indent: str
+    n_context: int
+    existing: set[str]
+    on_progress: ProgressCallback | None
+
+
+class _Answer:
+    """What one generation has written (after a fork: the forced prefix, then its own tokens), where each token
+    came from, and the engine's callback: progress, cancellation, and the stop once a refusal is certain."""
+
+    def __init__(self, rewriter: Rewriter, job: _Job, prefix=(), prefix_origins=(), counts=None):
+        self.rewriter, self.job = rewriter, job
+        self.backend = rewriter.backend
+        self.tokens: list[int] = list(prefix)
+        self.origins: list[str] = list(prefix_origins)
+        self.counts = counts if counts is not None else {"drafted": 0, "accepted": 0, "passes": 1}
+        self.bytes = b"".join(self.backend.token_bytes(t) for t in prefix)
+        self.lines_checked = 0
+        self.refused = False
+
+    def text(self) -> str:
+        return prompts.code_before_fence(self.bytes.decode("utf-8", errors="replace"))
+
+    def __call__(self, tokens: list[int], rnd: Round | None) -> bool:
+        if rnd is None:
+            self.origins.extend(["target"] * len(tokens))
+        else:
+            accepted = min(rnd.accepted, len(tokens))
+            kind = "copied" if rnd.origin == "lookup" else "drafted"
+            self.origins.extend([kind] * accepted + ["target"] * (len(tokens) - accepted))
+            self.counts["drafted"] += len(rnd.drafted)
+            self.counts["accepted"] += rnd.accepted
+            self.counts["passes"] += 0 if rnd.opening else 1
+        self.tokens.extend(tokens)
+        job, finish_refused = self.job, self.rewriter.finish_refused
+        if job.on_progress is None and finish_refused:
+            return False
+        # Grown by this round's tokens, not re-joined from all of them: this runs every round.
+        self.bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
+        text = unwrap_enclosing_class(self.text(), job.target.containers)
+        lines = text.count("\n")
+        if not finish_refused and lines > self.lines_checked:
+            self.lines_checked = lines
+            if settled_extra_definition(text, job.spec, job.target, job.existing):
+                self.refused = True
+                return True
+        if job.on_progress is None:
+            return False
+        return bool(job.on_progress(Progress(text, len(self.tokens), **self.counts)))
+
+
+@contextlib.contextmanager
+def _prompt_not_kept(backend):
+    kept, backend.prefix_cache = backend.prefix_cache, None
+    try:
+        yield
+    finally:
+        backend.prefix_cache = kept
+
+
+def _add_work(total: Stats, more: Stats) -> None:
+    """Count a fork's work into a rewrite's: every token written and every pass, its reading as decoding."""
+    total.generated_tokens += more.generated_tokens
+    total.target_passes += more.target_passes
+    total.drafted_tokens += more.drafted_tokens
+    total.accepted_tokens += more.accepted_tokens
+    total.decode_seconds += more.prefill_seconds + more.decode_seconds
+    total.rounds.extend(more.rounds)
 
 
 class RewriteCancelled(RewriteError):
@@ -620,22 +791,19 @@ def answer_budget(code_tokens: int, max_tokens: int | None) -> int:
 
 
 def _pieces(backend, tokens: list[int], origins: list[str]) -> list[Piece]:
-    """Group consecutive tokens of the same origin; the closing fence is not part of the code."""
+    """Group consecutive tokens of the same origin; the closing fence is not part of the code (it may be split
+    over several tokens: what counts is the text before it)."""
+    code = prompts.code_before_fence(backend.detokenize(tokens))
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a split character: its last token
     pieces: list[Piece] = []
-    buf, text_so_far = b"", ""
+    used = 0
     for tok, origin in zip(tokens, origins, strict=False):
-        buf += backend.token_bytes(tok)
-        try:
-            text = buf.decode("utf-8")
-        except UnicodeDecodeError:
-            continue  # a character split across tokens: wait for the rest
-        buf = b""
-        if prompts.FENCE in text_so_far + text:
-            text = (text_so_far + text).split(prompts.FENCE, 1)[0][len(text_so_far) :]
-            if text:
-                pieces.append(Piece(text, origin))
+        if used >= len(code):
             break
-        text_so_far += text
+        text = decoder.decode(backend.token_bytes(tok))[: len(code) - used]
+        if not text:
+            continue
+        used += len(text)
         if pieces and pieces[-1].origin == origin:
             pieces[-1].text += text
         else:

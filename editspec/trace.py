@@ -102,6 +102,14 @@ def build_trace(
     return {"tokens": tokens, "rounds": rounds, "figures": figures, "output": "".join(texts)}
 
 
+def forked_trace(trace: dict, backend, forced: Sequence[int], origins: Sequence[str]) -> dict:
+    """The trace of a fork (see `Rewriter._look_again`), with the tokens it was forced to start from in front:
+    the first answer's up to the fork, then the one token put in its place. Its rounds are the fork's own."""
+    texts = _texts(backend, forced)
+    head = [{"text": t, "origin": o, "round": -1} for t, o in zip(texts, origins, strict=False)]
+    return {**trace, "tokens": head + trace["tokens"], "output": "".join(texts) + trace["output"]}
+
+
 CSS = """
 body{font:14px/1.45 system-ui,sans-serif;margin:24px;color:#222;background:#fafafa}
 h1{font-size:20px}h2{font-size:16px;margin-top:28px}
@@ -158,6 +166,17 @@ def _chart(rounds: list[dict]) -> str:
     return "".join(parts)
 
 
+def _second_look_note(trace: dict) -> str:
+    look = trace.get("second_look")
+    if not look:
+        return ""
+    return (
+        f"<p><b>Second look.</b> The model first wrote the code back unchanged; this answer forks from that one at "
+        f"line {look['forked_at_line']} (the likeliest of {look['tried']} forks that change the code). The rounds "
+        "below are the fork's.</p>"
+    )
+
+
 def render_html(trace: dict, title: str = "editspec trace") -> str:
     e = html.escape
     spans = []
@@ -198,6 +217,7 @@ def render_html(trace: dict, title: str = "editspec trace") -> str:
 <p class="legend"><span class="copied">copied from the source, accepted</span><span class="drafted">drafted by the
 draft model, accepted</span><span class="target">the target model's own token</span></p>
 <div>{"".join(f'<span class="fig">{e(k)}<b>{e(v)}</b></span>' for k, v in figures)}</div>
+{_second_look_note(trace)}
 <h2>The generated text ({len(trace["tokens"])} tokens; click a token to see where it came from)</h2>
 <pre class="code" id="output">{"".join(spans)}</pre>
 <div id="source"></div>

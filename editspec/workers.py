@@ -106,7 +106,8 @@ class BatchWorker:
             verify_seconds=spec.verify_seconds,
             policy_state=spec.policy_state,
         )
-        self.rewriter = Rewriter(decoder, spec.context_tokens)
+        # No second look in a batch: across a tree, many definitions rightly need no change.
+        self.rewriter = Rewriter(decoder, spec.context_tokens, second_look=False)
         self.instruction = spec.instruction
         self.name = f"{socket.gethostname()}:{os.getpid()}"
         self.policy = copy.deepcopy(decoder.policy)

@@ -445,7 +445,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         decoder = await asyncio.wrap_future(ls.decoder())
         async with ls.model_busy:
             job._report("reading the prompt")
-            result = await job.run(Rewriter(decoder, ls.settings.context_tokens))
+            result = await job.run(Rewriter(decoder, ls.settings.context_tokens, second_look=ls.settings.second_look))
         ls.traces[uri] = {"trace": result.trace, "title": f"editspec: {target.name} — {a['instruction']}"}
         s = result.stats
         summary = (
@@ -453,11 +453,17 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             f"acceptance {s.acceptance_rate:.0%} · {s.tokens_per_pass:.2f} tokens/pass · "
             f"prompt: read {s.prompt_tokens - s.reused_prompt_tokens} of {s.prompt_tokens} tokens"
         )
+        if result.second_look:
+            summary += " · a second look: the first answer was the function unchanged"
+        elif result.unchanged:
+            unchanged = f"the model wrote {target.name} back unchanged; say more precisely what to change"
+            ls.show(unchanged, types.MessageType.Info)
         return {
             "applied": True,
             "changed": result.changed,
             "edits": job.edits_sent,
             "target": target.name,
+            "second_look": bool(result.second_look),
             "stats": s.summary(),
         }
     except EditorSilent as e:

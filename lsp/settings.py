@@ -23,6 +23,7 @@ class Settings:
     prefix_cache_mb: int = 256  # memory for kept prompt prefixes (KV states), least recently used evicted
     read_ahead: bool = True  # on a code action, read the function's prompt prefix while the user types
     apply_edit_timeout_ms: int = 10000  # how long the editor may take to answer workspace/applyEdit
+    second_look: bool = True  # an answer that writes the function back unchanged gets a second look
 
     @property
     def model_key(self) -> tuple:
@@ -77,8 +78,10 @@ def _check(name: str, value):
         "prefix_cache_mb": int,
         "read_ahead": bool,
         "apply_edit_timeout_ms": int,
+        "second_look": bool,
     }[name]
-    if isinstance(value, bool) and name not in ("preload", "read_ahead") or not isinstance(value, expect):
+    flags = ("preload", "read_ahead", "second_look")
+    if isinstance(value, bool) and name not in flags or not isinstance(value, expect):
         raise ValueError(f"setting {name!r} has a value of the wrong type: {value!r}")
     if name == "streaming" and value not in ("edits", "final"):
         raise ValueError("setting 'streaming' must be 'edits' or 'final'")

@@ -2,8 +2,10 @@
 what arrives in the document must be known to the character, at a pace the test chooses.
 
 The instruction `scripted: [["old", "new"], ...]` (JSON after the prefix) makes the answer the function with
-each `old` replaced by its `new`; any other instruction gives the function back unchanged. Every byte is a
-token (256 ends the answer), so prompt lookup drafts copies as it does for a real model.
+each `old` replaced by its `new`; any other instruction gives the function back unchanged. `scripted-near:` with
+the same list gives it back unchanged too, but offers each replacement as the runner-up (logit 9 against 10) at
+the byte where it parts from the unchanged answer, and writes it surely once it is taken (a second look's
+fork). Every byte is a token (256 ends the answer), so prompt lookup drafts copies as it does for a real model.
 `EDITSPEC_SCRIPTED_DELAY` (seconds) is slept in every model pass of the answer, so that a test can edit,
 cancel or shut down while it streams.
 """
@@ -26,16 +28,19 @@ ANSWER_START = b"<|im_start|>assistant\n```"
 CODE = re.compile(r"Code to edit[^\n]*:\n```[a-z]*\n(.*?)\n```\n\nInstruction: (.*?)\nWrite the complete", re.DOTALL)
 
 
-def scripted_answer(prompt: str) -> str:
-    """The answer to an edit prompt (see the module's text), closing code fence included."""
+def scripted_answers(prompt: str) -> list[str]:
+    """The answer to an edit prompt, then its near alternatives (see the module's text), closing fences included."""
     found = CODE.search(prompt)
     if found is None:
-        return "```\n"
+        return ["```\n"]
     code, instruction = found.groups()
     if instruction.startswith("scripted:"):
         for old, new in json.loads(instruction[len("scripted:") :]):
             code = code.replace(old, new)
-    return code + "\n```\n"
+    near = []
+    if instruction.startswith("scripted-near:"):
+        near = [code.replace(old, new) for old, new in json.loads(instruction[len("scripted-near:") :])]
+    return [text + "\n```\n" for text in (code, *near)]
 
 
 class ScriptedBackend(FakeBackend):
@@ -90,13 +95,18 @@ class ScriptedBackend(FakeBackend):
             return row
         start = data.index(b"\n", start + len(ANSWER_START)) + 1  # after the fence's language line
         prompt = data[:start]
-        answer = self._answers.get(prompt)
-        if answer is None:
-            answer = self._answers[prompt] = scripted_answer(prompt.decode("utf-8", errors="replace")).encode()
-        written = data[start:]
-        if answer.startswith(written) and len(written) < len(answer):
-            row[answer[len(written)]] = 10.0
-        else:
+        answers = self._answers.get(prompt)
+        if answers is None:
+            texts = scripted_answers(prompt.decode("utf-8", errors="replace"))
+            answers = self._answers[prompt] = [t.encode() for t in texts]
+        written, first = data[start:], answers[0]
+        row[END] = 1.0
+        for answer in answers:
+            if answer.startswith(written) and len(written) < len(answer):
+                parts_at = next((i for i, (a, b) in enumerate(zip(answer, first, strict=False)) if a != b), len(first))
+                logit = 9.0 if len(written) == parts_at else 10.0
+                row[answer[len(written)]] = max(row[answer[len(written)]], logit)
+        if row.max() == 1.0:
             row[END] = 10.0
         return row
 

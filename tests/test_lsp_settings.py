@@ -99,6 +99,20 @@ def test_read_ahead_reads_the_prompt_while_the_instruction_is_typed(make_client,
     assert (unread <= after_instruction) if read_ahead else (unread > after_instruction + 100), stats
 
 
+@pytest.mark.parametrize("second_look", [True, False])
+def test_second_look_forks_an_unchanged_answer_and_can_be_switched_off(make_client, second_look):
+    c = start(make_client, {"secondLook": second_look})
+    near = "scripted-near: " + json.dumps([["    return s", "    return s + 0"]])  # written back, nearly not
+    result = rewrite(c, near)
+    assert result["applied"] is True and result["second_look"] is second_look
+    if second_look:
+        assert c.editor.text(URI) == HEAD + TOTAL.replace("return s", "return s + 0")
+    else:
+        assert c.editor.text(URI) == HEAD + TOTAL and result["changed"] is False
+        shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+        assert "back unchanged" in shown["params"]["message"]
+
+
 def test_context_tokens_bound_the_file_context(make_client):
     prompts = []
     for tokens in (0, 256):

@@ -63,6 +63,7 @@ export function readSettings(): EditSpecSettings {
     streaming: c.get<"edits" | "final">("streaming", "edits"),
     presets: c.get<string[]>("presets", []),
     readAhead: c.get<boolean>("readAhead", true),
+    secondLook: c.get<boolean>("secondLook", true),
     preload: c.get<boolean>("preload", true),
     contextTokens: c.get<number | null>("contextTokens", null),
     editIntervalMs: c.get<number | null>("editIntervalMs", null),

@@ -12,6 +12,7 @@ export interface EditSpecSettings {
   streaming: "edits" | "final";
   presets: string[];
   readAhead: boolean;
+  secondLook: boolean;
   preload: boolean;
   contextTokens: number | null;
   editIntervalMs: number | null;
@@ -41,6 +42,7 @@ export function initializationOptions(s: EditSpecSettings): Record<string, unkno
     streaming: s.streaming,
     presets: s.presets,
     readAhead: s.readAhead,
+    secondLook: s.secondLook,
     preload: s.preload,
   };
   if (s.maxTokens) options.maxTokens = s.maxTokens;

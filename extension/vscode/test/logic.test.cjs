@@ -4,7 +4,7 @@ const logic = require("../out/logic.js");
 
 const base = { serverCommand: [], python: "", model: "", draftModel: "", threads: null, gpuLayers: null,
   temperature: 0, maxTokens: null, streaming: "edits", presets: ["Add type hints"], readAhead: true, preload: true,
-  contextTokens: null, editIntervalMs: null, prefixCacheMb: null };
+  secondLook: true, contextTokens: null, editIntervalMs: null, prefixCacheMb: null };
 
 test("server command: explicit, then python -m lsp, then editspec-lsp on PATH", () => {
   assert.deepEqual(logic.serverCommand(base), { command: "editspec-lsp", args: [] });
@@ -16,15 +16,17 @@ test("server command: explicit, then python -m lsp, then editspec-lsp on PATH", 
 
 test("initialization options leave empty settings to the server", () => {
   assert.deepEqual(logic.initializationOptions(base),
-    { temperature: 0, streaming: "edits", presets: ["Add type hints"], readAhead: true, preload: true });
+    { temperature: 0, streaming: "edits", presets: ["Add type hints"], readAhead: true, secondLook: true,
+      preload: true });
   assert.equal(logic.initializationOptions({ ...base, maxTokens: 300 }).maxTokens, 300);
   const o = logic.initializationOptions({ ...base, model: "/m.gguf", draftModel: "/d.gguf", threads: 2 });
   assert.equal(o.model, "/m.gguf");
   assert.equal(o.draftModel, "/d.gguf");
   assert.equal(o.threads, 2);
   const more = logic.initializationOptions({ ...base, gpuLayers: -1, readAhead: false, preload: false,
-    contextTokens: 0, editIntervalMs: 0, prefixCacheMb: 64 });
+    secondLook: false, contextTokens: 0, editIntervalMs: 0, prefixCacheMb: 64 });
   assert.equal(more.gpuLayers, -1);
+  assert.equal(more.secondLook, false);
   assert.equal(more.readAhead, false);
   assert.equal(more.preload, false);
   assert.equal(more.contextTokens, 0);

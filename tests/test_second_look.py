@@ -1,0 +1,149 @@
+"""The second look: an answer that writes the code back unchanged is forked where the model nearly wrote something
+else, and the likeliest fork that changes the code (and passes the checks) is kept.
+
+The model here is byte-level and scripted with several answers: the first is the one greedy writes; each other one
+becomes possible only at the byte where it parts from the first, with a logit of its own there (how nearly the
+model wrote it), and is followed surely after that. So which forks exist, and how likely each is, is known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from editspec.acceptance import GreedyAcceptance
+from editspec.decoding import DecodeOptions, Decoder
+from editspec.engine import generate, score_tokens
+from editspec.locate import definitions, find_by_name, language_for, written_back
+from editspec.policy import FixedDraftLength
+from editspec.rewrite import Rewriter, SourceFile
+from tests.fakes import FakeBackend
+from tests.scripted import ANSWER_START, END, ScriptedBackend
+
+PY = language_for("x.py")
+SOURCE = (
+    "def transcribe(dna):\n    rna = ''\n    for i in range(len(dna) - 1):\n        rna += dna[i]\n    return rna\n"
+)
+FIXED = SOURCE.replace("range(len(dna) - 1)", "range(len(dna))")
+COMMENTED = SOURCE.replace("    return rna\n", "    # done\n    return rna\n")
+BROKEN = SOURCE.replace("    return rna\n", "    return (rna\n")
+IMPORTED = "import os\n\n" + SOURCE
+TRAILING = SOURCE.replace("    return rna\n", "    return rna  \n")
+
+
+class ForkingBackend(ScriptedBackend):
+    """Answers `scripts[0]` greedily; `scripts[k]` (k > 0) is offered, with logit `near[k]` against the first's
+    10, at the byte where it parts from the first, and written surely after that."""
+
+    def __init__(self, scripts: list[str], near: list[float]):
+        super().__init__()
+        self.scripts = [(s + "```\n").encode() for s in scripts]
+        self.near = [10.0, *near]
+
+    def logits_after(self, history) -> np.ndarray:
+        data = bytes(t for t in history if t < END)
+        start = data.rfind(ANSWER_START)
+        if start < 0:
+            return super().logits_after(history)
+        written = data[data.index(b"\n", start + len(ANSWER_START)) + 1 :]
+        row = np.zeros(self.n_vocab, dtype=np.float32)
+        row[END] = 1.0
+        first = self.scripts[0]
+        for script, near in zip(self.scripts, self.near, strict=True):
+            if not script.startswith(written) or len(written) >= len(script):
+                continue
+            parts_at = next((i for i, (a, b) in enumerate(zip(script, first, strict=False)) if a != b), len(first))
+            logit = near if len(written) == parts_at else 10.0
+            row[script[len(written)]] = max(row[script[len(written)]], logit)
+        return row
+
+
+def rewrite_with(scripts, near, second_look=True):
+    backend = ForkingBackend(scripts, near)
+    decoder = Decoder(backend, DecodeOptions(draft_length=4), verify_seconds=[0.0] + [1.0] * 40, policy_state={})
+    source = SourceFile.from_bytes(SOURCE.encode())
+    target = find_by_name(definitions(SOURCE.encode(), PY), "transcribe")
+    return Rewriter(decoder, second_look=second_look).rewrite(source, PY, target, "Fix the off-by-one.")
+
+
+def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
+    # A comment and other spacing are likelier forks than the fix, but leave the code as it was; the broken one
+    # is likelier too, but does not parse. What is left is the fix.
+    spaced = SOURCE.replace("rna += dna[i]", "rna  +=  dna[i]")
+    result = rewrite_with([SOURCE, FIXED, COMMENTED, BROKEN, spaced], near=[7.0, 9.5, 9.0, 9.7])
+    assert result.new_text == FIXED
+    assert result.second_look["forked_at_line"] == 3
+    assert result.second_look["first_answer"] == SOURCE
+    assert result.second_look["tried"] == 4
+    assert result.problem() is None and not result.unchanged
+    assert "".join(p.text for p in result.pieces) == FIXED  # the pieces are of the answer kept
+    assert result.trace["output"].startswith(FIXED) and result.trace["second_look"]
+
+
+def test_of_two_forks_that_change_the_code_the_likelier_one_is_kept():
+    other = SOURCE.replace("rna += dna[i]", "rna = rna + dna[i]")
+    assert rewrite_with([SOURCE, other, FIXED], near=[7.0, 8.0]).new_text == FIXED
+    assert rewrite_with([SOURCE, other, FIXED], near=[8.0, 7.0]).new_text == other
+
+
+def test_without_a_second_look_or_without_a_fork_that_changes_it_the_answer_is_the_code_unchanged():
+    result = rewrite_with([SOURCE, FIXED], near=[8.0], second_look=False)
+    assert result.unchanged and not result.changed and not result.second_look
+    result = rewrite_with([SOURCE, COMMENTED.replace("# done", "pass"), BROKEN], near=[8.0, 9.0])
+    assert result.new_text != SOURCE and result.second_look  # `pass` is code: a change
+    result = rewrite_with([SOURCE, BROKEN, IMPORTED, COMMENTED, TRAILING], near=[8.0, 9.0, 9.5, 9.6])
+    assert result.unchanged and not result.changed and not result.second_look
+
+
+def test_an_answer_that_changes_the_code_gets_no_second_look():
+    result = rewrite_with([FIXED, SOURCE], near=[9.9])
+    assert result.new_text == FIXED and not result.second_look
+    assert rewrite_with([COMMENTED, FIXED], near=[9.9]).new_text == COMMENTED  # a comment is a change
+
+
+@pytest.mark.parametrize(
+    "after, same",
+    [
+        (SOURCE, True),
+        ("\n" + SOURCE.replace("\n", "   \n") + "\n\n", True),  # blank lines around, spaces at line ends
+        (IMPORTED, True),
+        ("from os import path\n" + SOURCE, True),
+        (COMMENTED, False),
+        (FIXED, False),
+        (SOURCE.replace("    rna = ''", "    rna  = ''"), False),  # spacing inside a line is a change
+        (SOURCE.replace("    ", "\t"), False),  # so is another indentation
+    ],
+)
+def test_written_back(after, same):
+    assert written_back(SOURCE, after, PY) is same
+
+
+def test_scores_are_the_log_probabilities_of_the_tokens_and_of_the_runner_up():
+    rows = np.array([[1.0, 3.0, 2.0, 0.0], [0.5, 0.5, 4.0, 1.0]])
+    scores = score_tokens(rows.copy(), [1, 0])
+    log_p = rows - np.log(np.exp(rows).sum(axis=1, keepdims=True))
+    assert scores[0].logprob == pytest.approx(log_p[0, 1])
+    assert (scores[0].alternative, scores[0].alternative_logprob) == (2, pytest.approx(log_p[0, 2]))
+    # A token that is not the argmax (sampling): its alternative is the argmax.
+    assert (scores[1].alternative, scores[1].logprob) == (2, pytest.approx(log_p[1, 0]))
+
+
+@pytest.mark.parametrize("length", [0, 1, 3, 8])
+def test_scores_follow_the_tokens_whatever_is_drafted(length):
+    """Each emitted token's score is of the logits at its own position, speculating or not."""
+    source = list(np.random.default_rng(3).integers(1, 40, size=50))
+    backend = FakeBackend(seed=5, source=source)
+    prompt = [1, 2, *source]
+    from editspec.drafters import PromptLookupDrafter
+
+    drafter = PromptLookupDrafter() if length else None
+    policy = FixedDraftLength(length) if length else None
+    gen = generate(backend, prompt, GreedyAcceptance(), drafter=drafter, policy=policy, max_tokens=40, scores=True)
+    assert len(gen.scores) == len(gen.tokens) == 40
+    history = list(prompt)
+    for token, score in zip(gen.tokens, gen.scores, strict=True):
+        row = backend.logits_after(history)
+        log_p = row - np.log(np.exp(row - row.max()).sum()) - row.max()
+        assert score.logprob == pytest.approx(log_p[token])
+        assert score.alternative == int(np.argsort(-row)[1])
+        history.append(token)
+    assert generate(backend, prompt, GreedyAcceptance(), max_tokens=5).scores is None
