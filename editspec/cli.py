@@ -620,6 +620,12 @@ def print_quality(result: dict, methods) -> None:
         out.print(
             f"editspec's median time per edit is {s['editspec_over_whole_file_median_seconds']:.2f}x whole-file's"
         )
+    for m in methods:
+        if "second_looks" in s[m]:
+            out.print(
+                f"{labels[m]}: {s[m]['second_looks']} answers from a second look ({s[m]['second_look_passes']} "
+                f"pass), {s[m]['written_back']} the code written back unchanged"
+            )
     if "editspec" in methods:
         for r in s["editspec"]["refusals"]:
             out.print(f"  refused: {r['case']}: {r['why']}", highlight=False, soft_wrap=True)

@@ -93,6 +93,7 @@ class Round:
     next_token: int  # the target's own token: the correction at the first mismatch, or the bonus
     seconds: float
     opening: bool = False  # verified within the prefill (its seconds are the prefill's)
+    scores: list[Score] | None = None  # with generate(scores=True): of the tokens this round emitted
 
 
 @dataclass
@@ -239,6 +240,8 @@ def generate(
                 break
         if kept and drafter is not None and not done:
             drafter.extend(kept)
+        if rnd is not None and new_scores is not None:
+            rnd.scores = new_scores[: len(kept)]
         if on_tokens is not None and (kept or rnd is not None) and on_tokens(kept, rnd):
             stats.stop_reason, done = "cancelled", True
         return done

@@ -161,6 +161,8 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path,
             drafted=s.drafted_tokens,
             target_passes=s.target_passes,
             new_region=result.new_region,  # kept in --json, refused or not: what the model wrote
+            second_look=bool(result.second_look),  # the answer is a fork of one that wrote the code back
+            written_back=result.unchanged,  # the answer is the code as it was (after any second look)
         )
         apply_rewrite(result)
     except ResultRefused as e:
@@ -299,6 +301,11 @@ def summarize(cases: list[dict], methods: tuple[str, ...]) -> dict:
             "median_decode_seconds": med(r.get("decode_seconds") for r in runs),
             "median_tokens_per_s": med(r.get("tokens_per_s") for r in runs if r.get("tokens_per_s")),
         }
+        if m != "whole_file":
+            looked = [r for r in runs if r.get("second_look")]
+            summary[m]["second_looks"] = len(looked)
+            summary[m]["second_look_passes"] = sum(1 for r in looked if r["status"] == "pass")
+            summary[m]["written_back"] = sum(1 for r in runs if r.get("written_back"))
     if "editspec" in methods and "plain" in methods:
         differ = [c["case"] for c in cases if (c["editspec"]["status"] == "pass") != (c["plain"]["status"] == "pass")]
         summary["speculative_vs_plain_pass_differs"] = differ

@@ -603,17 +603,20 @@ class Rewriter:
             key=lambda i: scores[i].alternative_logprob,
             reverse=True,
         )[:SECOND_LOOK_FORKS]
+        # The likeliest first: a fork stops as soon as it is less likely than the best found (log-probabilities
+        # only fall as it goes on), and an unlikely one need not start at all.
+        bounds = {i: prefix_logprob[i] + scores[i].alternative_logprob for i in places}
         best: tuple[float, RewriteResult] | None = None
         stats = copy.copy(generation.stats)
         stats.rounds = list(stats.rounds)
         tried = 0
-        for i in places:
-            alternative = scores[i].alternative
-            bound = prefix_logprob[i] + scores[i].alternative_logprob  # the fork's log-probability at most
+        for i in sorted(places, key=bounds.get, reverse=True):
+            alternative, bound = scores[i].alternative, bounds[i]
             if best is not None and bound <= best[0]:
-                continue
+                break
             forced = [*tokens[:i], alternative]
             answer = _Answer(self, first.job, forced, [*first.origins[:i], "target"], first.counts)
+            answer.stop_below = None if best is None else best[0] - bound
             with _prompt_not_kept(self.backend):  # no later request starts with a fork's prompt
                 fork = self.decoder.decode(
                     job.prompt + forced,
@@ -625,10 +628,10 @@ class Rewriter:
                 )
             tried += 1
             _add_work(stats, fork.stats)
+            if answer.refused or answer.less_likely or fork.stats.stop_reason == "max_tokens":
+                continue
             if fork.stats.stop_reason == "cancelled":
                 raise RewriteCancelled("the rewrite was cancelled")
-            if answer.refused or fork.stats.stop_reason == "max_tokens":
-                continue
             logprob = bound + sum(score.logprob for score in fork.scores)
             result = self._result(job, answer, copy.copy(fork.stats))
             if (
@@ -662,7 +665,9 @@ class Rewriter:
         )
 
 
-SECOND_LOOK_FORKS = 4  # places forked at most, for an answer that is the code unchanged
+# Places forked at most, for an answer that is the code unchanged: each fork writes the rest of the definition
+# again, so a further one costs a whole answer's decoding for a less likely alternative.
+SECOND_LOOK_FORKS = 3
 
 
 def answer_code(result: RewriteResult) -> str:
@@ -701,6 +706,9 @@ class _Answer:
         self.bytes = b"".join(self.backend.token_bytes(t) for t in prefix)
         self.lines_checked = 0
         self.refused = False
+        self.logprob = 0.0  # of the tokens written since the prefix (those the engine scored in a round)
+        self.stop_below: float | None = None  # stop once `logprob` falls below this (a second look's fork)
+        self.less_likely = False  # stopped so
 
     def text(self) -> str:
         return prompts.code_before_fence(self.bytes.decode("utf-8", errors="replace"))
@@ -716,6 +724,11 @@ class _Answer:
             self.counts["accepted"] += rnd.accepted
             self.counts["passes"] += 0 if rnd.opening else 1
         self.tokens.extend(tokens)
+        if rnd is not None and rnd.scores:
+            self.logprob += sum(score.logprob for score in rnd.scores)
+            if self.stop_below is not None and self.logprob < self.stop_below:
+                self.less_likely = True
+                return True
         job, finish_refused = self.job, self.rewriter.finish_refused
         if job.on_progress is None and finish_refused:
             return False

@@ -146,6 +146,9 @@ def test_quality_bench_reports_pass_refusals_and_time(tmp_path):
         assert case[method]["seconds"] > 0
         s = report["summary"][method]
         assert s["pass"] + s["wrong_edits"] + s["refused"] == 1
-    assert "pass@1" in result.output
+        assert 0 <= s["second_look_passes"] <= s["second_looks"] <= 1 and s["written_back"] in (0, 1)
+        if case[method]["status"] != "refused":
+            assert s["second_looks"] == int(case[method]["second_look"])
+    assert "pass@1" in result.output and "answers from a second look" in result.output
     bad = CliRunner().invoke(main, ["bench", "--quality", "--latency"])
     assert bad.exit_code == 2 and "one of --latency and --quality" in bad.output

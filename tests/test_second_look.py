@@ -69,11 +69,11 @@ def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
     # A comment and other spacing are likelier forks than the fix, but leave the code as it was; the broken one
     # is likelier too, but does not parse. What is left is the fix.
     spaced = SOURCE.replace("rna += dna[i]", "rna  +=  dna[i]")
-    result = rewrite_with([SOURCE, FIXED, COMMENTED, BROKEN, spaced], near=[7.0, 9.5, 9.0, 9.7])
+    result = rewrite_with([SOURCE, FIXED, COMMENTED, spaced], near=[8.0, 9.5, 9.7])
     assert result.new_text == FIXED
     assert result.second_look["forked_at_line"] == 3
     assert result.second_look["first_answer"] == SOURCE
-    assert result.second_look["tried"] == 4
+    assert result.second_look["tried"] == 3
     assert result.problem() is None and not result.unchanged
     assert "".join(p.text for p in result.pieces) == FIXED  # the pieces are of the answer kept
     assert result.trace["output"].startswith(FIXED) and result.trace["second_look"]
@@ -81,8 +81,20 @@ def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
 
 def test_of_two_forks_that_change_the_code_the_likelier_one_is_kept():
     other = SOURCE.replace("rna += dna[i]", "rna = rna + dna[i]")
-    assert rewrite_with([SOURCE, other, FIXED], near=[7.0, 8.0]).new_text == FIXED
-    assert rewrite_with([SOURCE, other, FIXED], near=[8.0, 7.0]).new_text == other
+    for near, kept in (([7.0, 8.0], FIXED), ([8.0, 7.0], other)):
+        result = rewrite_with([SOURCE, other, FIXED], near=near)
+        # The likelier fork goes first; the other could only be less likely, so it does not run.
+        assert result.new_text == kept and result.second_look["tried"] == 1
+
+
+def test_a_fork_stops_once_it_is_less_likely_than_the_best_one():
+    quoted = SOURCE.replace("rna = ''", 'rna = ""')
+    renamed = SOURCE.replace("for i in", "for j in")  # a little less likely, and parts later: it runs, then stops
+    result = rewrite_with([SOURCE, quoted, renamed], near=[9.9, 9.8])
+    assert result.new_text == quoted and result.second_look["tried"] == 2
+    first, written = len(SOURCE) + 3, len(SOURCE) + 3 - SOURCE.index("''") + len(SOURCE) + 3 - SOURCE.index("i in")
+    # The second fork stopped before its last line (both forks written whole: first + written, less a token or two).
+    assert result.stats.generated_tokens < first + written - len("    return rna\n```\n")
 
 
 def test_without_a_second_look_or_without_a_fork_that_changes_it_the_answer_is_the_code_unchanged():
@@ -147,3 +159,10 @@ def test_scores_follow_the_tokens_whatever_is_drafted(length):
         assert score.alternative == int(np.argsort(-row)[1])
         history.append(token)
     assert generate(backend, prompt, GreedyAcceptance(), max_tokens=5).scores is None
+
+
+def test_a_fork_refused_as_it_goes_is_passed_over_not_taken_for_a_cancel():
+    # This fork goes on to write a second `transcribe`: generation stops at once, as for any refused answer.
+    twice = SOURCE + "\n\ndef transcribe(x):\n    return x\n"
+    result = rewrite_with([SOURCE, twice, FIXED], near=[9.5, 8.0])
+    assert result.new_text == FIXED and result.second_look["tried"] == 2
