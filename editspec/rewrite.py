@@ -729,11 +729,11 @@ class _Answer:
             if self.stop_below is not None and self.logprob < self.stop_below:
                 self.less_likely = True
                 return True
+        # Grown by this round's tokens, not re-joined from all of them: this runs every round.
+        self.bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
         job, finish_refused = self.job, self.rewriter.finish_refused
         if job.on_progress is None and finish_refused:
             return False
-        # Grown by this round's tokens, not re-joined from all of them: this runs every round.
-        self.bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
         text = unwrap_enclosing_class(self.text(), job.target.containers)
         lines = text.count("\n")
         if not finish_refused and lines > self.lines_checked:

@@ -57,12 +57,13 @@ class ForkingBackend(ScriptedBackend):
         return row
 
 
-def rewrite_with(scripts, near, second_look=True):
+def rewrite_with(scripts, near, second_look=True, finish_refused=False):
     backend = ForkingBackend(scripts, near)
     decoder = Decoder(backend, DecodeOptions(draft_length=4), verify_seconds=[0.0] + [1.0] * 40, policy_state={})
     source = SourceFile.from_bytes(SOURCE.encode())
     target = find_by_name(definitions(SOURCE.encode(), PY), "transcribe")
-    return Rewriter(decoder, second_look=second_look).rewrite(source, PY, target, "Fix the off-by-one.")
+    rewriter = Rewriter(decoder, second_look=second_look, finish_refused=finish_refused)
+    return rewriter.rewrite(source, PY, target, "Fix the off-by-one.")
 
 
 def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
@@ -77,6 +78,12 @@ def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
     assert result.problem() is None and not result.unchanged
     assert "".join(p.text for p in result.pieces) == FIXED  # the pieces are of the answer kept
     assert result.trace["output"].startswith(FIXED) and result.trace["second_look"]
+
+
+def test_with_force_the_second_look_still_knows_the_first_answer():
+    # --force with no progress shown: the answer's text is kept all the same.
+    result = rewrite_with([SOURCE, FIXED], near=[8.0], finish_refused=True)
+    assert result.new_text == FIXED and result.second_look["first_answer"] == SOURCE
 
 
 def test_of_two_forks_that_change_the_code_the_likelier_one_is_kept():
