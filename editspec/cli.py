@@ -349,8 +349,8 @@ def print_notes(result, quiet: bool) -> None:
             "the first)",
             highlight=False,
         )
-    elif result.unchanged and result.problem() is None:
-        err.print(f"note: the model wrote {name} back unchanged; say more precisely what to change", highlight=False)
+    elif result.unchanged_note():
+        err.print(f"note: {result.unchanged_note()}", highlight=False)
 
 
 def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> None:

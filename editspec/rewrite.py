@@ -353,6 +353,12 @@ class RewriteResult:
             return f"the rewritten file does not parse (line {line}, column {col})"
         return None
 
+    def unchanged_note(self) -> str | None:
+        """What to tell the user of an answer that is the code as it was, even after any second look."""
+        if self.unchanged and not self.second_look and self.problem() is None:
+            return f"the model wrote {self.target.name} back unchanged; say more precisely what to change"
+        return None
+
     @property
     def changed(self) -> bool:
         return self.new_text != self.source.text

@@ -455,9 +455,8 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         )
         if result.second_look:
             summary += " · a second look: the first answer was the function unchanged"
-        elif result.unchanged:
-            unchanged = f"the model wrote {target.name} back unchanged; say more precisely what to change"
-            ls.show(unchanged, types.MessageType.Info)
+        elif result.unchanged_note():
+            ls.show(result.unchanged_note(), types.MessageType.Info)
         return {
             "applied": True,
             "changed": result.changed,

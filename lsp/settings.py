@@ -80,8 +80,7 @@ def _check(name: str, value):
         "apply_edit_timeout_ms": int,
         "second_look": bool,
     }[name]
-    flags = ("preload", "read_ahead", "second_look")
-    if isinstance(value, bool) and name not in flags or not isinstance(value, expect):
+    if isinstance(value, bool) and expect is not bool or not isinstance(value, expect):
         raise ValueError(f"setting {name!r} has a value of the wrong type: {value!r}")
     if name == "streaming" and value not in ("edits", "final"):
         raise ValueError("setting 'streaming' must be 'edits' or 'final'")

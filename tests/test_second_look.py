@@ -78,6 +78,7 @@ def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
     assert result.problem() is None and not result.unchanged
     assert "".join(p.text for p in result.pieces) == FIXED  # the pieces are of the answer kept
     assert result.trace["output"].startswith(FIXED) and result.trace["second_look"]
+    assert result.unchanged_note() is None
 
 
 def test_with_force_the_second_look_still_knows_the_first_answer():
@@ -107,6 +108,7 @@ def test_a_fork_stops_once_it_is_less_likely_than_the_best_one():
 def test_without_a_second_look_or_without_a_fork_that_changes_it_the_answer_is_the_code_unchanged():
     result = rewrite_with([SOURCE, FIXED], near=[8.0], second_look=False)
     assert result.unchanged and not result.changed and not result.second_look
+    assert result.unchanged_note() == "the model wrote transcribe back unchanged; say more precisely what to change"
     result = rewrite_with([SOURCE, COMMENTED.replace("# done", "pass"), BROKEN], near=[8.0, 9.0])
     assert result.new_text != SOURCE and result.second_look  # `pass` is code: a change
     result = rewrite_with([SOURCE, BROKEN, IMPORTED, COMMENTED, TRAILING], near=[8.0, 9.0, 9.5, 9.6])
