@@ -687,6 +687,16 @@ def print_bench(result: dict, methods) -> None:
             f"{s['same_as_plain']}/{s['cases']}",
         )
     out.print(table)
+    out.print(
+        "decode-only: every token after the first over the time spent making them; editspec's opening copy, "
+        "verified within the prefill, charged as a verify pass of its own"
+    )
+    lookup = result["summary"].get("editspec_lookup")
+    if lookup and lookup.get("median_decode_phase_speedup_vs_plain") is not None:
+        out.print(
+            f"editspec lookup: lowest case {lookup['lowest_speedup_vs_plain']:.2f}x; the decoding phase alone (the "
+            f"opening's tokens and cost left out) {lookup['median_decode_phase_speedup_vs_plain']:.2f}x in the median"
+        )
     out.print(f"This machine's limit (one decode step / best per-token verify cost): {result['limit']:.2f}x")
     labels = {
         "over_better_llama_cpp_pld": "the better of llama-cpp-python's prompt lookups",

@@ -154,3 +154,34 @@ def test_latency_reports_cold_warm_and_plain(tmp_path):
         report["summary"]
     )
     assert "next function" in result.output
+
+
+def test_the_opening_copy_counts_as_decoded_at_the_cost_of_a_pass_of_its_own():
+    """editspec verifies its opening copy within the prefill. Decode-only speed counts every token after the
+    first: the opening's tokens too, charged as a verify pass over as many tokens as it drafted; the oracle
+    replays from the first token, and the live run by the cost model includes that pass."""
+    import numpy as np
+
+    from editspec.bench import Case, Run, oracle_record, run_editspec
+    from editspec.decoding import DecodeOptions, Decoder
+    from tests.fakes import FakeBackend
+
+    source = [int(t) for t in np.random.default_rng(1).permutation(np.arange(3, 30))]
+    prompt = [1, 2, 31, 32, 33, *source, 9, 31, 32, 33]
+    backend = FakeBackend(seed=0, source=prompt[2:-4], copy_bias=50.0)  # the target copies the source
+    backend.n_ctx = 4096
+    costs = [0.0] + [0.01 * (1 + 0.3 * (m - 1)) for m in range(1, 34)]
+    run = run_editspec(Decoder(backend, DecodeOptions(opening_draft=16), verify_seconds=costs), prompt, 30, None)
+    assert run.opening_drafted == 16 and run.prefill_output_tokens == 17
+    assert run.opening_seconds == costs[16]
+    n = len(run.tokens)
+    assert run.decode_tokens_per_second == pytest.approx((n - 1) / (run.decode_seconds + costs[16]))
+    assert run.decode_phase_tokens_per_second == pytest.approx((n - 17) / run.decode_seconds)
+    record = {"methods": {"editspec_lookup": {"speedup_vs_plain": 1.2}}}
+    o = oracle_record(Case("c", prompt, 30, False), run, costs, record)
+    assert o["decoded"] == n - 1
+    modelled = costs[16] + sum(costs[k + 1] for k in run.drafted_lengths)
+    assert o["live_modelled_speedup"] == pytest.approx((n - 1) * costs[1] / modelled, rel=1e-3)
+    # Without an opening (every other method) the first token alone comes with the prompt.
+    plain = Run(list(range(10)), 1.0, 0.9)
+    assert plain.decode_tokens_per_second == pytest.approx(10.0) == plain.decode_phase_tokens_per_second
