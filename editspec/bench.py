@@ -21,6 +21,7 @@ from . import oracle, peer, prompts
 from .backend import LlamaBackend
 from .decoding import DecodeOptions, Decoder
 from .models import extra_buffers_allowed
+from .policy import opening_pass_seconds
 
 METHODS = (
     "plain",
@@ -178,8 +179,7 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop) -> 
         s.prefill_output_tokens,
         [len(r.drafted) for r in s.rounds if not r.opening],
         opening_drafted=opening,
-        # A pass over the first token and the opening's other drafts: as many tokens as it drafted.
-        opening_seconds=costs[min(opening, len(costs) - 1)] if opening and costs else 0.0,
+        opening_seconds=opening_pass_seconds(opening, costs),
     )
 
 

@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.text import Text
 
 from .engine import Stats
-from .policy import speedup_figures
+from .policy import opening_pass_seconds, speedup_figures
 from .rewrite import Piece, Progress
 
 ORIGIN_STYLES = {"copied": "green", "drafted": "cyan", "target": "bold yellow"}
@@ -66,8 +66,11 @@ def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
     parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
     decode_rounds = [r for r in stats.rounds if not r.opening]
     gamma = sum(len(r.drafted) for r in decode_rounds) / len(decode_rounds) if decode_rounds else 0.0
-    decoded = stats.generated_tokens - stats.prefill_output_tokens
-    figures = speedup_figures(decoded, stats.decode_seconds, stats.acceptance_rate, gamma, verify_seconds)
+    # Every token after the first, the opening copy's too, charged as a pass of its own (as `editspec bench` does).
+    opening = next((len(r.drafted) for r in stats.rounds if r.opening), 0)
+    seconds = stats.decode_seconds + opening_pass_seconds(opening, verify_seconds)
+    decoded = stats.generated_tokens - 1
+    figures = speedup_figures(decoded, seconds, stats.acceptance_rate, gamma, verify_seconds)
     if figures:
         measured, predicted = figures
         parts.append(f"speed-up {measured:.2f}x over plain (formula predicts {predicted:.2f}x at γ≈{gamma:.1f})")

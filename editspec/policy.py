@@ -57,6 +57,15 @@ def expected_tokens(alpha: float, k: int) -> float:
     return (1.0 - alpha ** (k + 1)) / (1.0 - alpha)
 
 
+def opening_pass_seconds(opening_drafted: int, verify_seconds) -> float:
+    """What verifying the opening copy (drafted into the prefill) as a pass of its own would cost: a pass over the
+    first token and the opening's other drafts, as many tokens as it drafted. Decode-only speed charges the
+    opening's tokens this, more than they cost inside the prefill, rather than leaving them out."""
+    if not opening_drafted or not verify_seconds:
+        return 0.0
+    return verify_seconds[min(opening_drafted, len(verify_seconds) - 1)]
+
+
 def speedup_figures(
     decoded: int, decode_seconds: float, acceptance_rate: float, mean_draft: float, verify_seconds
 ) -> tuple[float, float] | None:

@@ -185,3 +185,16 @@ def test_the_opening_copy_counts_as_decoded_at_the_cost_of_a_pass_of_its_own():
     # Without an opening (every other method) the first token alone comes with the prompt.
     plain = Run(list(range(10)), 1.0, 0.9)
     assert plain.decode_tokens_per_second == pytest.approx(10.0) == plain.decode_phase_tokens_per_second
+
+
+def test_the_rewrite_summary_counts_the_opening_as_the_benchmark_does():
+    from editspec.display import summary_line
+    from editspec.engine import Round, Stats
+
+    costs = [0.0] + [0.1 * (1 + 0.3 * (m - 1)) for m in range(1, 34)]
+    opening = Round(list(range(16)), 16, "lookup", 0, 5, 2.0, opening=True)
+    rounds = [opening, *[Round(list(range(7)), 7, "lookup", 0, 5, costs[8]) for _ in range(3)]]
+    stats = Stats(generated_tokens=17 + 24, prefill_output_tokens=17, decode_seconds=3 * costs[8], rounds=rounds)
+    # 40 tokens after the first, at one step each, over three passes of 8 and the opening's pass of 16.
+    expected = 40 * costs[1] / (3 * costs[8] + costs[16])
+    assert f"speed-up {expected:.2f}x over plain" in summary_line(stats, costs)
