@@ -70,7 +70,14 @@ test("rewrite streams workspace edits and progress, and the server lives on", { 
       textDocument: { uri: URI }, range: { start: { line: 1, character: 4 }, end: { line: 1, character: 4 } }, context: { diagnostics: [] } });
     assert.ok(again.length >= 1, `no code action after the rewrite, in:\n${text}`);
     await conn.sendRequest("shutdown");
-    conn.sendNotification("exit");
+    // The exit notification is written asynchronously: wait for it and for the server to go, or the stream is
+    // destroyed under the pending write (an unhandled rejection that fails the file after the test passed).
+    const exited = new Promise((resolve) => {
+      if (server.exitCode !== null) resolve();
+      else { server.once("exit", resolve); setTimeout(resolve, 10000).unref(); }
+    });
+    await conn.sendNotification("exit");
+    await exited;
   } finally {
     conn.dispose();
     server.kill();
