@@ -165,10 +165,8 @@ def run_llama_cpp(
 
 def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop) -> Run:
     decoder.backend.truncate(0)  # a cold prefill, like every other method
-    costs = decoder.verify_seconds  # those the policy planned this run with (learning moves them after it)
     g = decoder.decode(prompt, stop=stop, max_tokens=max_tokens)
     s = g.stats
-    opening = next((len(r.drafted) for r in s.rounds if r.opening), 0)
     return Run(
         g.tokens,
         s.prefill_seconds,
@@ -178,8 +176,8 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop) -> 
         s.accepted_tokens,
         s.prefill_output_tokens,
         [len(r.drafted) for r in s.rounds if not r.opening],
-        opening_drafted=opening,
-        opening_seconds=opening_pass_seconds(opening, costs),
+        opening_drafted=s.opening_drafted,
+        opening_seconds=opening_pass_seconds(s.opening_drafted, s.verify_seconds),
     )
 
 

@@ -311,7 +311,7 @@ def rewrite(
     elif not (apply_ and file == "-"):
         click.echo(result.diff(), nl=False)
     if not quiet:
-        err.print(summary_line(result.stats, decoder.verify_seconds), highlight=False)
+        err.print(summary_line(result.stats), highlight=False)
     print_notes(result, quiet)
     problem = result.problem()
     if problem:
@@ -394,7 +394,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
             if not quiet:
                 err.print(f"trace of {target.name} written to {path}")
         if not quiet:
-            err.print(f"{target.name}: {summary_line(result.stats, decoder.verify_seconds)}", highlight=False)
+            err.print(f"{target.name}: {summary_line(result.stats)}", highlight=False)
     results.reverse()  # in file order
     diff = unified_diff(source.text, current, source.path)
     if opts["as_json"]:

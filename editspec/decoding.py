@@ -153,6 +153,7 @@ class Decoder:
             on_tokens=on_tokens,
             scores=scores,
         )
+        generation.stats.verify_seconds = list(self.verify_seconds) if self.verify_seconds else None
         self._learn(generation)
         return generation
 

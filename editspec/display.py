@@ -52,8 +52,9 @@ class LiveProgress:
             self.live.__exit__(*exc)
 
 
-def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
-    """Acceptance, tokens per pass, and the measured speed-up beside the formula's prediction."""
+def summary_line(stats: Stats) -> str:
+    """Acceptance, tokens per pass, and the measured speed-up beside the formula's prediction, by the verify
+    costs the request planned its drafts with (as `editspec bench` counts it)."""
     parts = [
         f"{stats.generated_tokens} tokens",
         f"prefill {stats.prompt_tokens} tokens in {stats.prefill_seconds:.2f}s"
@@ -67,8 +68,8 @@ def summary_line(stats: Stats, verify_seconds: list[float] | None) -> str:
     decode_rounds = [r for r in stats.rounds if not r.opening]
     gamma = sum(len(r.drafted) for r in decode_rounds) / len(decode_rounds) if decode_rounds else 0.0
     # Every token after the first, the opening copy's too, charged as a pass of its own (as `editspec bench` does).
-    opening = next((len(r.drafted) for r in stats.rounds if r.opening), 0)
-    seconds = stats.decode_seconds + opening_pass_seconds(opening, verify_seconds)
+    verify_seconds = stats.verify_seconds
+    seconds = stats.decode_seconds + opening_pass_seconds(stats.opening_drafted, verify_seconds)
     decoded = stats.generated_tokens - 1
     figures = speedup_figures(decoded, seconds, stats.acceptance_rate, gamma, verify_seconds)
     if figures:

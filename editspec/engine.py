@@ -109,6 +109,14 @@ class Stats:
     decode_seconds: float = 0.0
     stop_reason: str = ""
     rounds: list[Round] = field(default_factory=list)
+    # The verify costs the drafts were planned with (set by the Decoder; what its learning makes of them after
+    # the request is the next request's): a statistic of this request charges its passes these.
+    verify_seconds: list[float] | None = None
+
+    @property
+    def opening_drafted(self) -> int:
+        """Tokens of the opening copy verified within the prefill (0: none). Its round is the first one."""
+        return len(self.rounds[0].drafted) if self.rounds and self.rounds[0].opening else 0
 
     @property
     def acceptance_rate(self) -> float:

@@ -194,7 +194,34 @@ def test_the_rewrite_summary_counts_the_opening_as_the_benchmark_does():
     costs = [0.0] + [0.1 * (1 + 0.3 * (m - 1)) for m in range(1, 34)]
     opening = Round(list(range(16)), 16, "lookup", 0, 5, 2.0, opening=True)
     rounds = [opening, *[Round(list(range(7)), 7, "lookup", 0, 5, costs[8]) for _ in range(3)]]
-    stats = Stats(generated_tokens=17 + 24, prefill_output_tokens=17, decode_seconds=3 * costs[8], rounds=rounds)
+    stats = Stats(
+        generated_tokens=17 + 24,
+        prefill_output_tokens=17,
+        decode_seconds=3 * costs[8],
+        rounds=rounds,
+        verify_seconds=costs,
+    )
+    assert stats.opening_drafted == 16
     # 40 tokens after the first, at one step each, over three passes of 8 and the opening's pass of 16.
     expected = 40 * costs[1] / (3 * costs[8] + costs[16])
-    assert f"speed-up {expected:.2f}x over plain" in summary_line(stats, costs)
+    assert f"speed-up {expected:.2f}x over plain" in summary_line(stats)
+
+
+def test_a_request_keeps_the_costs_it_planned_with_and_its_statistics_use_them(backend):
+    """Learning moves the decoder's verify costs after every request; the request's own statistics (the line
+    `editspec rewrite` prints, the benchmark's opening charge) take the costs its drafts were planned with."""
+    from editspec.decoding import DecodeOptions, Decoder
+    from editspec.display import summary_line
+    from editspec.policy import opening_pass_seconds
+
+    code = "```python\ndef add(a, b):\n    return a + b\n```\n"
+    prompt = backend.tokenize(f"{code}The same code again:\n{code[:10]}")  # the opening copies its first line
+    decoder = Decoder(backend, DecodeOptions(max_tokens=40, opening_draft=16))
+    planned = list(decoder.verify_seconds)
+    decoder.costs.costs = lambda: [2 * x for x in planned]  # what learning makes of them: twice as dear
+    stats = decoder.decode(prompt).stats
+    assert decoder.verify_seconds == [2 * x for x in planned]  # for the next request
+    assert stats.verify_seconds == planned and stats.opening_drafted > 0
+    decoded = stats.generated_tokens - 1
+    seconds = stats.decode_seconds + opening_pass_seconds(stats.opening_drafted, planned)
+    assert f"speed-up {decoded * planned[1] / seconds:.2f}x over plain" in summary_line(stats)
