@@ -81,6 +81,19 @@ def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
     assert result.unchanged_note() is None
 
 
+def test_every_fork_starts_from_the_first_answers_state_and_reads_only_its_own_token():
+    # The likeliest fork parts at line 4, the next at line 5: written after the first, it would re-read the first
+    # answer from line 4 to line 5 had the first fork's tokens replaced it in the cache.
+    spaced = SOURCE.replace("rna += dna[i]", "rna  +=  dna[i]")
+    backend = ForkingBackend([SOURCE, FIXED, COMMENTED, spaced], [8.0, 9.5, 9.7])
+    decoder = Decoder(backend, DecodeOptions(draft_length=4), verify_seconds=[0.0] + [1.0] * 40, policy_state={})
+    target = find_by_name(definitions(SOURCE.encode(), PY), "transcribe")
+    result = Rewriter(decoder).rewrite(SourceFile.from_bytes(SOURCE.encode()), PY, target, "Fix the off-by-one.")
+    assert result.new_text == FIXED and result.second_look["tried"] == 3
+    assert backend.read == result.stats.prompt_tokens + 3  # the prompt once, then each fork's own first token
+    assert backend.prefix_cache is None  # the request's kept prompts are back as they were (none here)
+
+
 def test_with_force_the_second_look_still_knows_the_first_answer():
     # --force with no progress shown: the answer's text is kept all the same.
     result = rewrite_with([SOURCE, FIXED], near=[8.0], finish_refused=True)
