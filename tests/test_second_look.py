@@ -88,8 +88,13 @@ def test_every_fork_starts_from_the_first_answers_state_and_reads_only_its_own_t
     backend = ForkingBackend([SOURCE, FIXED, COMMENTED, spaced], [8.0, 9.5, 9.7])
     decoder = Decoder(backend, DecodeOptions(draft_length=4), verify_seconds=[0.0] + [1.0] * 40, policy_state={})
     target = find_by_name(definitions(SOURCE.encode(), PY), "transcribe")
+    openings = []
+    decode = decoder.decode
+    decoder.decode = lambda prompt, **kw: openings.append(kw.get("opening_draft")) or decode(prompt, **kw)
     result = Rewriter(decoder).rewrite(SourceFile.from_bytes(SOURCE.encode()), PY, target, "Fix the off-by-one.")
     assert result.new_text == FIXED and result.second_look["tried"] == 3
+    # A fork drafts no opening: its prompt is read but for its forced token, so the first pass is the policy's.
+    assert openings[0] > 0 and openings[1:] == [0, 0, 0]
     assert backend.read == result.stats.prompt_tokens + 3  # the prompt once, then each fork's own first token
     assert backend.prefix_cache is None  # the request's kept prompts are back as they were (none here)
 
