@@ -192,3 +192,26 @@ def test_real_model_reuse_is_exact_and_invalidates_exactly_the_changed_suffix(mo
         assert backend.prefix_cache.bytes_used <= 64 << 20
     finally:
         backend.close()
+
+
+def test_real_model_forks_read_one_token_from_the_first_answers_state_and_keep_no_state_of_their_own():
+    # A second look's forks (rewrite._fork_states): each fork's prompt is the first answer's prefix and one forced
+    # token, so the first answer's state serves it whole; the backend must not copy a state for each fork into the
+    # forks' cache (one state is several MB), nor leave the forks' cache in place of the request's.
+    from editspec.rewrite import _fork_states
+
+    backend = LlamaBackend(n_ctx=2048, prefix_cache_bytes=64 << 20)
+    try:
+        kept = backend.prefix_cache
+        answer = backend.tokenize("def f(x):\n    return x + 1\n" * 5)
+        backend.prefill(answer)
+        with _fork_states(backend):
+            forks = backend.prefix_cache
+            assert forks is not kept and list(forks.entries) == [tuple(answer)]
+            for at in (30, 20, 40):
+                backend.prefill([*answer[:at], answer[at + 1]])
+                assert backend.last_reused == at  # only the forced token read
+                assert list(forks.entries) == [tuple(answer)]
+        assert backend.prefix_cache is kept
+    finally:
+        backend.close()
