@@ -81,11 +81,13 @@ class FenceStop:
     def __init__(self, backend):
         self.backend = backend
         self.text = b""
+        self.closed = False  # the fence has been written
 
     def __call__(self, output: Sequence[int]) -> bool:
         piece = self.backend.token_bytes(output[-1])
         self.text += piece
-        return FENCE.encode() in self.text[-(len(piece) + len(FENCE)) :]
+        self.closed = self.closed or FENCE.encode() in self.text[-(len(piece) + len(FENCE)) :]
+        return self.closed
 
     def tokens_before_stop(self, tokens: Sequence[int]) -> int:
         """How many of `tokens` the output can take before one closes the fence. A draft that copies the code's

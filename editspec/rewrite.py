@@ -609,8 +609,8 @@ class Rewriter:
             key=lambda i: scores[i].alternative_logprob,
             reverse=True,
         )[:SECOND_LOOK_FORKS]
-        # The likeliest first: a fork stops as soon as it is less likely than the best found (log-probabilities
-        # only fall as it goes on), and an unlikely one need not start at all.
+        # A fork's bound: the log-probability of the first answer up to it and of its own token. Log-probabilities
+        # only fall as a fork goes on, so one that starts below the best answer found need not start at all.
         bounds = {i: prefix_logprob[i] + scores[i].alternative_logprob for i in places}
         stats = copy.copy(generation.stats)
         stats.rounds = list(stats.rounds)
@@ -626,51 +626,84 @@ class Rewriter:
         return result
 
     def _forks(self, job: _Job, first: _Answer, generation, budget: int, places, bounds, stats: Stats):
-        """The forks of a second look, likeliest first: (the best (log-probability, result) or None, forks tried)."""
+        """The forks of a second look, best first: (the best (log-probability, result) or None, forks started).
+
+        A fork's log-probability only falls as it goes on, so the fork to write next is always the likeliest so
+        far; it is paused once it falls more than PAUSE_MARGIN below the likeliest other (and stopped for good
+        below the best answer found), and goes on from where it was if it is the likeliest again. So a fork
+        that starts likeliest and then loses (the first fork of `117-matrix` here: 261 tokens written whole
+        before) is written only until another leads. The answer kept is the same as writing each fork whole in
+        turn: the likeliest fork that changes the code and passes the checks."""
         tokens, scores = generation.tokens, generation.scores
+        forks = []
+        for i in places:
+            forced = [*tokens[:i], scores[i].alternative]
+            answer = _Answer(self, first.job, forced, [*first.origins[:i], "target"], first.counts)
+            forks.append(_Fork(i, forced, bounds[i], answer, prompts.FenceStop(self.backend)))
         best: tuple[float, RewriteResult] | None = None
         tried = 0
-        for i in sorted(places, key=bounds.get, reverse=True):
-            alternative, bound = scores[i].alternative, bounds[i]
-            if best is not None and bound <= best[0]:
+        while True:
+            live = [f for f in forks if best is None or f.logprob > best[0]]
+            if not live:
                 break
-            forced = [*tokens[:i], alternative]
-            answer = _Answer(self, first.job, forced, [*first.origins[:i], "target"], first.counts)
-            answer.stop_below = None if best is None else best[0] - bound
-            fork = self.decoder.decode(
-                job.prompt + forced,
-                stop=prompts.FenceStop(self.backend),
+            fork = max(live, key=lambda f: f.logprob)
+            floors = [f.logprob - PAUSE_MARGIN for f in live if f is not fork]
+            if best is not None:
+                floors.append(best[0])
+            answer = fork.answer
+            answer.stop_below = max(floors) - fork.bound if floors else None
+            answer.less_likely = False
+            tried += fork.stats is None
+            written = answer.tokens
+            segment = self.decoder.decode(
+                job.prompt + written,
+                stop=fork.stop,
                 on_tokens=answer,
-                max_tokens=budget - len(forced),
+                max_tokens=budget - len(written),
                 # No opening: a fork's prompt is read but for its last token, so what an opening would verify with
                 # it is a first pass like any other, and its length is the policy's (48 tokens drafted there
                 # unasked, all wrong, cost 2.1 s in a fork of 117-matrix).
                 opening_draft=0,
                 scores=True,
             )
-            tried += 1
-            _add_work(stats, fork.stats)
-            if answer.refused or answer.less_likely or fork.stats.stop_reason == "max_tokens":
+            _add_work(stats, segment.stats)
+            fork.add(segment)
+            behind = answer.less_likely and not fork.stop.closed  # (it may fall behind in the round that closes it)
+            if answer.less_likely and fork.stop.closed:
+                fork.stats.stop_reason = "stop"
+            if behind and not answer.refused and len(answer.tokens) < budget:
+                if best is None or fork.logprob > best[0]:
+                    _keep_state(self.backend)  # paused: it may go on, from here
+                else:
+                    forks.remove(fork)
+                continue
+            forks.remove(fork)
+            if answer.refused or behind or fork.stats.stop_reason == "max_tokens":
                 continue
             if fork.stats.stop_reason == "cancelled":
                 raise RewriteCancelled("the rewrite was cancelled")
-            logprob = bound + sum(score.logprob for score in fork.scores)
             result = self._result(job, answer, copy.copy(fork.stats))
             if (
                 result.problem() is not None
                 or same_code(dedent(job.region, job.indent), answer_code(result), job.spec)
-                or (best is not None and logprob <= best[0])
+                or (best is not None and fork.logprob <= best[0])
             ):
                 continue  # refused, or no change to the code (a comment, spacing, an import), or less likely
-            line = self.backend.detokenize(tokens[:i]).count("\n") + 1
-            result.second_look = {"forked_at_token": i, "forked_at_line": line, "logprob": round(logprob, 3)}
+            line = self.backend.detokenize(tokens[: fork.at]).count("\n") + 1
+            result.second_look = {
+                "forked_at_token": fork.at,
+                "forked_at_line": line,
+                "logprob": round(fork.logprob, 3),
+            }
             result.trace = forked_trace(
-                build_trace(self.backend, job.prompt + forced, fork.tokens, fork.stats, self.decoder.verify_seconds),
+                build_trace(
+                    self.backend, job.prompt + fork.forced, fork.tokens, fork.stats, self.decoder.verify_seconds
+                ),
                 self.backend,
-                forced,
-                answer.origins[: len(forced)],
+                fork.forced,
+                answer.origins[: len(fork.forced)],
             )
-            best = (logprob, result)
+            best = (fork.logprob, result)
         return best, tried
 
     def _may_fork_with(self, token: int) -> bool:
@@ -683,6 +716,51 @@ class Rewriter:
 # Places forked at most, for an answer that is the code unchanged: each fork writes the rest of the definition
 # again, so a further one costs a whole answer's decoding for a less likely alternative.
 SECOND_LOOK_FORKS = 3
+# A fork is paused once it falls this far (in nats) below the likeliest other fork: a little room, so that two
+# forks of about the same likelihood are not switched at every pass (each switch reads one token again).
+PAUSE_MARGIN = 1.0
+
+
+@dataclass
+class _Fork:
+    """One fork of a second look: where it parts from the first answer, and all it has written so far."""
+
+    at: int  # the first answer's token it replaces
+    forced: list[int]  # the first answer up to there, then the other token
+    bound: float  # the log-probability of `forced`
+    answer: _Answer
+    stop: prompts.FenceStop  # one per fork: a closing fence may span a pause
+    tokens: list[int] = field(default_factory=list)  # written after `forced`
+    logprob: float = 0.0  # of `forced` and `tokens`: only falls as the fork goes on
+    stats: Stats | None = None  # its segments' work as one generation (for its result and trace)
+
+    def __post_init__(self):
+        self.logprob = self.bound
+
+    def add(self, segment) -> None:
+        """Take in what the fork wrote since it was started or last paused."""
+        self.logprob += sum(score.logprob for score in segment.scores)
+        if self.stats is None:
+            self.stats = copy.copy(segment.stats)
+            self.stats.rounds = list(segment.stats.rounds)
+        elif segment.tokens:
+            s, more = self.stats, segment.stats
+            # A resumed segment's first token came out of reading the pause's last token: a plain step.
+            s.rounds.append(Round([], 0, None, None, segment.tokens[0], more.prefill_seconds))
+            s.rounds.extend(more.rounds)
+            s.generated_tokens += more.generated_tokens
+            s.target_passes += more.target_passes
+            s.drafted_tokens += more.drafted_tokens
+            s.accepted_tokens += more.accepted_tokens
+            s.decode_seconds += more.prefill_seconds + more.decode_seconds
+        self.stats.stop_reason = segment.stats.stop_reason
+        self.tokens.extend(segment.tokens)
+
+
+def _keep_state(backend) -> None:
+    """Keep the backend's KV state in its (the forks') prefix cache: a paused fork goes on without re-reading."""
+    if backend.prefix_cache is not None and backend.tokens and hasattr(backend, "save_state"):
+        backend.prefix_cache.put(backend.tokens, backend.save_state())
 
 
 def answer_code(result: RewriteResult) -> str:
@@ -739,13 +817,14 @@ class _Answer:
             self.counts["accepted"] += rnd.accepted
             self.counts["passes"] += 0 if rnd.opening else 1
         self.tokens.extend(tokens)
+        # Grown by this round's tokens, not re-joined from all of them: this runs every round. Before the stop
+        # below: a fork paused there goes on later with all it wrote.
+        self.bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
         if rnd is not None and rnd.scores:
             self.logprob += sum(score.logprob for score in rnd.scores)
             if self.stop_below is not None and self.logprob < self.stop_below:
                 self.less_likely = True
                 return True
-        # Grown by this round's tokens, not re-joined from all of them: this runs every round.
-        self.bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
         job, finish_refused = self.job, self.rewriter.finish_refused
         if job.on_progress is None and finish_refused:
             return False

@@ -99,6 +99,41 @@ def test_every_fork_starts_from_the_first_answers_state_and_reads_only_its_own_t
     assert backend.prefix_cache is None  # the request's kept prompts are back as they were (none here)
 
 
+def _padded(code: str, before: str, line: str, n: int) -> str:
+    """`code` with `n` copies of `line` put in front of `before`: a long answer, each byte a little unsure."""
+    return code.replace(before, line * n + before)
+
+
+def _forked_rewrite(scripts, near):
+    backend = ForkingBackend(scripts, near)
+    decoder = Decoder(backend, DecodeOptions(draft_length=4), verify_seconds=[0.0] + [1.0] * 40, policy_state={})
+    target = find_by_name(definitions(SOURCE.encode(), PY), "transcribe")
+    return backend, Rewriter(decoder).rewrite(SourceFile.from_bytes(SOURCE.encode()), PY, target, "Fix it.")
+
+
+def test_a_fork_that_starts_likeliest_and_falls_behind_is_paused_not_written_whole():
+    # The likeliest fork writes 40 more lines, each byte a little unsure, so it ends less likely than the fix,
+    # which starts less likely. The fork is written only until the fix leads; the fix is kept, as before.
+    padded = _padded(SOURCE, "    for i", "    unused = 0\n", 40)
+    backend, result = _forked_rewrite([SOURCE, padded, FIXED], [9.9, 9.0])
+    assert result.new_text == FIXED and result.second_look["tried"] == 2
+    assert result.stats.generated_tokens < len(padded) - len("def transcribe(dna):\n")  # not written whole
+    assert backend.read == result.stats.prompt_tokens + 2  # each fork read its forced token, nothing more
+
+
+def test_a_paused_fork_goes_on_from_where_it_was_and_is_kept_whole():
+    # The likeliest fork is paused when the other leads; that one then falls behind over 60 more lines, and the
+    # first goes on from its pause (reading one token again, nothing before it) to be kept, written whole.
+    padded = _padded(SOURCE, "    for i", "    unused = 0\n", 10)
+    long_fix = _padded(FIXED, "    return rna", "    spare = 1\n", 60)
+    backend, result = _forked_rewrite([SOURCE, padded, long_fix], [9.9, 9.5])
+    assert result.new_text == padded and result.second_look["tried"] == 2
+    assert backend.read == result.stats.prompt_tokens + 3  # two forks started, one resumed
+    assert "".join(p.text for p in result.pieces) == padded
+    assert result.trace["output"].startswith(padded)
+    assert len(result.trace["tokens"]) == len(padded) + len("```")  # the trace holds every token, once
+
+
 def test_with_force_the_second_look_still_knows_the_first_answer():
     # --force with no progress shown: the answer's text is kept all the same.
     result = rewrite_with([SOURCE, FIXED], near=[8.0], finish_refused=True)
