@@ -730,12 +730,16 @@ class _Fork:
     bound: float  # the log-probability of `forced`
     answer: _Answer
     stop: prompts.FenceStop  # one per fork: a closing fence may span a pause
-    tokens: list[int] = field(default_factory=list)  # written after `forced`
-    logprob: float = 0.0  # of `forced` and `tokens`: only falls as the fork goes on
+    logprob: float = 0.0  # of `forced` and all written since: only falls as the fork goes on
     stats: Stats | None = None  # its segments' work as one generation (for its result and trace)
 
     def __post_init__(self):
         self.logprob = self.bound
+
+    @property
+    def tokens(self) -> list[int]:
+        """Written after `forced` (the answer holds both)."""
+        return self.answer.tokens[len(self.forced) :]
 
     def add(self, segment) -> None:
         """Take in what the fork wrote since it was started or last paused."""
@@ -744,17 +748,10 @@ class _Fork:
             self.stats = copy.copy(segment.stats)
             self.stats.rounds = list(segment.stats.rounds)
         elif segment.tokens:
-            s, more = self.stats, segment.stats
             # A resumed segment's first token came out of reading the pause's last token: a plain step.
-            s.rounds.append(Round([], 0, None, None, segment.tokens[0], more.prefill_seconds))
-            s.rounds.extend(more.rounds)
-            s.generated_tokens += more.generated_tokens
-            s.target_passes += more.target_passes
-            s.drafted_tokens += more.drafted_tokens
-            s.accepted_tokens += more.accepted_tokens
-            s.decode_seconds += more.prefill_seconds + more.decode_seconds
+            self.stats.rounds.append(Round([], 0, None, None, segment.tokens[0], segment.stats.prefill_seconds))
+            _add_work(self.stats, segment.stats)
         self.stats.stop_reason = segment.stats.stop_reason
-        self.tokens.extend(segment.tokens)
 
 
 def _keep_state(backend) -> None:
@@ -847,10 +844,8 @@ def _fork_states(backend):
     re-read the first answer up to its fork point whenever an earlier fork had written over the cache (60 tokens
     of a 100-token answer: about 1.5 s here)."""
     kept = backend.prefix_cache
-    forks = PrefixCache(PREFIX_CACHE_MB << 20)
-    if backend.tokens and hasattr(backend, "save_state"):
-        forks.put(backend.tokens, backend.save_state())
-    backend.prefix_cache = forks
+    backend.prefix_cache = PrefixCache(PREFIX_CACHE_MB << 20)
+    _keep_state(backend)
     try:
         yield
     finally:
