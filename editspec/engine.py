@@ -184,9 +184,10 @@ class Generation:
     scores: list[Score] | None = None  # per token, with generate(scores=True)
 
 
-# Called with the newly emitted tokens and the round that produced them (None for the first token).
-# Returning True stops generation (cancellation).
-TokenCallback = Callable[[list[int], Round | None], bool | None]
+# Called with the newly emitted tokens and the round that produced them; the first token comes out of the prefill,
+# in the opening's round (`opening`, and nothing drafted when there was no opening copy: that round is not one of
+# `Stats.rounds`). Returning True stops generation (cancellation).
+TokenCallback = Callable[[list[int], Round], bool | None]
 # Called after each emitted token with the output so far; True means "done, keep this token". A stop condition
 # may also have `tokens_before_stop(tokens) -> int`: how many of these tokens, appended to the output, leave it
 # running. A draft is verified only up to there: what follows the stop would be thrown away however right.
@@ -226,7 +227,7 @@ def generate(
     out: list[int] = []
     out_scores: list[Score] | None = [] if scores else None
 
-    def emit(new: list[int], rnd: Round | None, rows: np.ndarray) -> bool:
+    def emit(new: list[int], rnd: Round, rows: np.ndarray) -> bool:
         """Append tokens until a stop condition; return True when generation is over. `rows[i]`: the logits
         where new[i] was written."""
         kept: list[int] = []
@@ -248,9 +249,9 @@ def generate(
                 break
         if kept and drafter is not None and not done:
             drafter.extend(kept)
-        if rnd is not None and new_scores is not None:
+        if new_scores is not None:
             rnd.scores = new_scores[: len(kept)]
-        if on_tokens is not None and (kept or rnd is not None) and on_tokens(kept, rnd):
+        if on_tokens is not None and on_tokens(kept, rnd):
             stats.stop_reason, done = "cancelled", True
         return done
 
@@ -274,17 +275,16 @@ def generate(
     stats.prefill_seconds = clock() - t0
     stats.reused_prompt_tokens = getattr(backend, "last_reused", 0)
     stats.target_passes = 1
-    opening_round = None
+    opening_round = Round(
+        drafted=list(drafted),
+        accepted=n_accepted if drafted else 0,
+        origin=opening.origin if drafted else None,
+        copied_from=opening.copied_from if drafted else None,
+        next_token=first[-1],
+        seconds=stats.prefill_seconds,
+        opening=True,
+    )
     if drafted:
-        opening_round = Round(
-            drafted=list(drafted),
-            accepted=n_accepted,
-            origin=opening.origin,
-            copied_from=opening.copied_from,
-            next_token=next_token,
-            seconds=stats.prefill_seconds,
-            opening=True,
-        )
         stats.rounds.append(opening_round)
     done = max_tokens <= 0 or emit(first, opening_round, rows)
     stats.prefill_output_tokens = len(out)

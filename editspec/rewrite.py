@@ -730,11 +730,12 @@ class _Fork:
     bound: float  # the log-probability of `forced`
     answer: _Answer
     stop: prompts.FenceStop  # one per fork: a closing fence may span a pause
-    logprob: float = 0.0  # of `forced` and all written since: only falls as the fork goes on
     stats: Stats | None = None  # its segments' work as one generation (for its result and trace)
 
-    def __post_init__(self):
-        self.logprob = self.bound
+    @property
+    def logprob(self) -> float:
+        """Of `forced` and all written since: only falls as the fork goes on."""
+        return self.bound + self.answer.logprob
 
     @property
     def tokens(self) -> list[int]:
@@ -742,8 +743,7 @@ class _Fork:
         return self.answer.tokens[len(self.forced) :]
 
     def add(self, segment) -> None:
-        """Take in what the fork wrote since it was started or last paused."""
-        self.logprob += sum(score.logprob for score in segment.scores)
+        """Take in the work of what the fork wrote since it was started or last paused."""
         if self.stats is None:
             self.stats = copy.copy(segment.stats)
             self.stats.rounds = list(segment.stats.rounds)
@@ -796,28 +796,25 @@ class _Answer:
         self.bytes = b"".join(self.backend.token_bytes(t) for t in prefix)
         self.lines_checked = 0
         self.refused = False
-        self.logprob = 0.0  # of the tokens written since the prefix (those the engine scored in a round)
+        self.logprob = 0.0  # of the tokens written since the prefix (with scores: every one, the first included)
         self.stop_below: float | None = None  # stop once `logprob` falls below this (a second look's fork)
         self.less_likely = False  # stopped so
 
     def text(self) -> str:
         return prompts.code_before_fence(self.bytes.decode("utf-8", errors="replace"))
 
-    def __call__(self, tokens: list[int], rnd: Round | None) -> bool:
-        if rnd is None:
-            self.origins.extend(["target"] * len(tokens))
-        else:
-            accepted = min(rnd.accepted, len(tokens))
-            kind = "copied" if rnd.origin == "lookup" else "drafted"
-            self.origins.extend([kind] * accepted + ["target"] * (len(tokens) - accepted))
-            self.counts["drafted"] += len(rnd.drafted)
-            self.counts["accepted"] += rnd.accepted
-            self.counts["passes"] += 0 if rnd.opening else 1
+    def __call__(self, tokens: list[int], rnd: Round) -> bool:
+        accepted = min(rnd.accepted, len(tokens))
+        kind = "copied" if rnd.origin == "lookup" else "drafted"
+        self.origins.extend([kind] * accepted + ["target"] * (len(tokens) - accepted))
+        self.counts["drafted"] += len(rnd.drafted)
+        self.counts["accepted"] += rnd.accepted
+        self.counts["passes"] += 0 if rnd.opening else 1
         self.tokens.extend(tokens)
         # Grown by this round's tokens, not re-joined from all of them: this runs every round. Before the stop
         # below: a fork paused there goes on later with all it wrote.
         self.bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
-        if rnd is not None and rnd.scores:
+        if rnd.scores:
             self.logprob += sum(score.logprob for score in rnd.scores)
             if self.stop_below is not None and self.logprob < self.stop_below:
                 self.less_likely = True

@@ -223,6 +223,40 @@ def test_scores_follow_the_tokens_whatever_is_drafted(length):
     assert generate(backend, prompt, GreedyAcceptance(), max_tokens=5).scores is None
 
 
+@pytest.mark.parametrize("length, opening", [(0, 0), (3, 0), (8, 0), (3, 8)])
+def test_every_token_reaches_the_callback_with_its_score_the_first_included(length, opening):
+    """A fork pauses on the log-probability its callback sums: the first token (out of the prefill, with no
+    opening copy as in every fork) must be in it, or a fork would pause late."""
+    from editspec.drafters import PromptLookupDrafter
+
+    source = list(np.random.default_rng(4).integers(1, 40, size=50))
+    backend = FakeBackend(seed=6, source=source, copy_bias=4.0)
+    seen, summed = [], []
+
+    def on_tokens(tokens, rnd):
+        seen.extend(tokens)
+        summed.extend(score.logprob for score in rnd.scores)
+        assert len(rnd.scores) == len(tokens)
+
+    drafter = PromptLookupDrafter() if length else None
+    policy = FixedDraftLength(length) if length else None
+    prompt = [1, *source, *source[:6]]  # ends in a copy of the source: an opening has something to draft
+    gen = generate(
+        backend,
+        prompt,
+        GreedyAcceptance(),
+        drafter=drafter,
+        policy=policy,
+        max_tokens=30,
+        opening_draft=opening,
+        on_tokens=on_tokens,
+        scores=True,
+    )
+    assert gen.stats.opening_drafted == opening
+    assert seen == gen.tokens and summed == [score.logprob for score in gen.scores]
+    assert sum(summed) < 0.0  # scored tokens, not a sum of nothing
+
+
 def test_a_fork_refused_as_it_goes_is_passed_over_not_taken_for_a_cancel():
     # This fork goes on to write a second `transcribe`: generation stops at once, as for any refused answer.
     twice = SOURCE + "\n\ndef transcribe(x):\n    return x\n"
