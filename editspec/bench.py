@@ -13,7 +13,7 @@ import json
 import os
 import statistics
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -205,6 +205,16 @@ class Case:
     fenced: bool  # stop at the closing code fence
 
 
+def fastest_interleaved(order: Sequence[str], repeats: int, run: Callable[[str], Run]) -> dict[str, Run]:
+    """Each method's fastest of `repeats` runs, the methods taking turns (one run each per round, in `order`):
+    a slow spell of the machine then falls on every method alike, not on one method's block of repeats."""
+    runs: dict[str, list[Run]] = {name: [] for name in order}
+    for _ in range(repeats):
+        for name in order:
+            runs[name].append(run(name))
+    return {name: min(done, key=lambda r: r.decode_seconds) for name, done in runs.items()}
+
+
 def canitedit_cases(backend: LlamaBackend, data: Path, limit: int | None) -> list[Case]:
     cases = []
     for line in data.read_text().splitlines():
@@ -286,14 +296,12 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
             return prompts.FenceStop(backend)
         return lambda out: False
 
-    def fastest(name: str, case: Case) -> Run:
-        # The story is one short run per method: more repeats keep its ratio from being noise.
-        runs = [runners[name](case, stop_for(case)) for _ in range(repeat if case.fenced else max(3, repeat))]
-        return min(runs, key=lambda r: r.decode_seconds)
-
     def run_case(case: Case, index: int) -> dict:
         order = list(methods[index % len(methods) :]) + list(methods[: index % len(methods)])
-        runs = {name: fastest(name, case) for name in order}
+        # The story is one short run per method: more repeats keep its ratio from being noise.
+        runs = fastest_interleaved(
+            order, repeat if case.fenced else max(3, repeat), lambda name: runners[name](case, stop_for(case))
+        )
         reference = runs["plain"].tokens if "plain" in runs else None
         record = {
             "case": case.name,

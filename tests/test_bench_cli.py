@@ -225,3 +225,17 @@ def test_a_request_keeps_the_costs_it_planned_with_and_its_statistics_use_them(b
     decoded = stats.generated_tokens - 1
     seconds = stats.decode_seconds + opening_pass_seconds(stats.opening_drafted, planned)
     assert f"speed-up {decoded * planned[1] / seconds:.2f}x over plain" in summary_line(stats)
+
+
+def test_repeats_take_turns_and_the_fastest_run_of_each_method_counts():
+    from editspec.bench import Run, fastest_interleaved
+
+    calls, seconds = [], iter([5.0, 4.0, 3.0, 6.0, 1.0, 2.0])
+
+    def run(name):
+        calls.append(name)
+        return Run(tokens=[1], prefill_seconds=0.0, decode_seconds=next(seconds))
+
+    runs = fastest_interleaved(["plain", "editspec_lookup"], 3, run)
+    assert calls == ["plain", "editspec_lookup"] * 3  # not three of one method, then three of the other
+    assert runs["plain"].decode_seconds == 1.0 and runs["editspec_lookup"].decode_seconds == 2.0
