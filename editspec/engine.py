@@ -275,17 +275,19 @@ def generate(
     stats.prefill_seconds = clock() - t0
     stats.reused_prompt_tokens = getattr(backend, "last_reused", 0)
     stats.target_passes = 1
-    opening_round = Round(
-        drafted=list(drafted),
-        accepted=n_accepted if drafted else 0,
-        origin=opening.origin if drafted else None,
-        copied_from=opening.copied_from if drafted else None,
-        next_token=first[-1],
-        seconds=stats.prefill_seconds,
-        opening=True,
-    )
     if drafted:
+        opening_round = Round(
+            drafted=list(drafted),
+            accepted=n_accepted,
+            origin=opening.origin,
+            copied_from=opening.copied_from,
+            next_token=next_token,
+            seconds=stats.prefill_seconds,
+            opening=True,
+        )
         stats.rounds.append(opening_round)
+    else:  # the prefill wrote the first token alone: a round for the callback, not one of the stats' rounds
+        opening_round = Round([], 0, None, None, first[0], stats.prefill_seconds, opening=True)
     done = max_tokens <= 0 or emit(first, opening_round, rows)
     stats.prefill_output_tokens = len(out)
 
