@@ -20,7 +20,7 @@ from pathlib import Path
 import pathspec
 
 from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, language_for
-from .rewrite import Progress, RewriteError, Rewriter, SourceFile, unified_diff, write_atomically
+from .rewrite import Progress, RewriteError, Rewriter, SourceFile, unified_diff, writable_target, write_atomically
 
 NOT_FUNCTIONS = CLASS_LIKE | {"type_spec", "struct_item", "enum_item", "interface_declaration"}
 DEFAULT_STATE = ".editspec-batch.json"
@@ -68,8 +68,9 @@ def _git_listed(root: Path) -> list[Path] | None:
 def collect_files(roots: Iterable[Path], glob: str | None = None) -> list[Path]:
     """Source files under the roots in a supported language, minus what git ignores (inside a work tree, git
     is asked; elsewhere the .gitignore files under the roots are read); links are never followed out of their
-    root."""
+    root, and a file reached twice (a link to a file of the tree, or two roots that overlap) is taken once."""
     found: list[Path] = []
+    seen: dict[Path, int] = {}  # real path -> its place in `found`
     for root in roots:
         if not root.exists():
             raise BatchError(f"no such file or directory: {root}")
@@ -102,8 +103,14 @@ def collect_files(roots: Iterable[Path], glob: str | None = None) -> list[Path]:
                 language_for(path)
             except LocateError:
                 continue
-            if real.is_file():
-                found.append(path)
+            if not real.is_file():
+                continue
+            if real in seen:
+                if found[seen[real]].is_symlink() and not path.is_symlink():
+                    found[seen[real]] = path  # the file by its own name rather than by a link's
+                continue
+            seen[real] = len(found)
+            found.append(path)
     return found
 
 
@@ -129,13 +136,16 @@ class FileJob:
     raw: bytes = b""  # the file as planned: a worker rewrites this, and it is written only if still on disk
 
 
-def plan(files: list[Path], pattern: str) -> tuple[list[FileJob], list[tuple[Path, str]]]:
-    """The jobs, and the files that cannot be read (with why)."""
+def plan(files: list[Path], pattern: str, apply: bool = False) -> tuple[list[FileJob], list[tuple[Path, str]]]:
+    """The jobs, and the files left out (with why): those that cannot be read and, with `apply`, those this user
+    may not write (found now, not after the model's work on them)."""
     jobs, unreadable = [], []
     for path in files:
         spec = language_for(path)
         try:
             source = SourceFile.read(path)
+            if apply:
+                writable_target(path)
         except RewriteError as e:
             unreadable.append((path, str(e)))
             continue

@@ -18,7 +18,7 @@ from .models import DRAFT_MODEL_ENV, GPU_LAYERS_ENV, MODEL_ENV, ModelError
 
 # Exit codes, documented in README.
 EXIT_USAGE = 2  # click's own: unknown option, missing argument
-EXIT_INPUT = 3  # bad input: missing, binary or non-UTF-8 file, unknown language, nothing there, empty instruction
+EXIT_INPUT = 3  # bad input: missing, binary, non-UTF-8 or read-only file, unknown language, empty instruction
 EXIT_MODEL = 4  # the model cannot be found or loaded
 EXIT_UNPARSABLE = 5  # the rewritten file does not parse: not written (use --force)
 EXIT_CHANGED = 6  # the file changed on disk while the model was working: not written
@@ -236,7 +236,16 @@ def rewrite(
     """Rewrite one function, method or class in FILE by an instruction; print a diff (or --apply it)."""
     from .display import LiveProgress, show_pieces, summary_line
     from .locate import LocateError, definitions, find_at, find_by_name, language_for, offset_of_line
-    from .rewrite import FileChanged, ResultRefused, RewriteError, Rewriter, SourceFile, apply_rewrite
+    from .rewrite import (
+        CannotWrite,
+        FileChanged,
+        ResultRefused,
+        RewriteError,
+        Rewriter,
+        SourceFile,
+        apply_rewrite,
+        writable_target,
+    )
 
     chosen = [x for x in (function or None, line, byte_range) if x is not None]
     if len(chosen) != 1:
@@ -249,6 +258,8 @@ def rewrite(
             source = SourceFile.from_bytes(sys.stdin.buffer.read())
         else:
             source = SourceFile.read(Path(file))
+            if apply_:
+                writable_target(source.path)  # before the model's minutes, not after
         spec = language_for(None if file == "-" else file, language)
         data = source.text.encode("utf-8")
         defs = definitions(data, spec)
@@ -328,6 +339,8 @@ def rewrite(
             fail(str(e), EXIT_UNPARSABLE)
         except FileChanged as e:
             fail(str(e), EXIT_CHANGED)
+        except CannotWrite as e:
+            fail(str(e), EXIT_INPUT)
         if not wrote:
             err.print("no change; file left as it was")
         elif not quiet:
@@ -358,7 +371,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
     --show, --trace per function), rewritten bottom-up in one process so that they share the file's prompt
     prefix; the accepted ones are written together, once, atomically."""
     from .display import LiveProgress, show_pieces, summary_line
-    from .rewrite import RewriteError, Rewriter, SourceFile, unified_diff, write_atomically
+    from .rewrite import FileChanged, RewriteError, Rewriter, SourceFile, unified_diff, write_atomically
 
     force, quiet = opts["force"], opts["quiet"]
     rewriter = Rewriter(decoder, opts["context_tokens"], finish_refused=force, second_look=opts["second_look"])
@@ -413,7 +426,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
             try:
                 write_atomically(source.path, source.encode(current), source.raw)
             except RewriteError as e:
-                fail(str(e), EXIT_CHANGED)
+                fail(str(e), EXIT_CHANGED if isinstance(e, FileChanged) else EXIT_INPUT)
             if not quiet:
                 err.print(f"wrote {source.path}")
         elif not quiet:
@@ -801,7 +814,7 @@ def batch(
         files = collect_files(paths, glob)
     except BatchError as e:
         fail(str(e), EXIT_INPUT)
-    jobs, unreadable = plan(files, select)
+    jobs, unreadable = plan(files, select, apply_)
     if not jobs:
         fail(f"no functions matching {select!r} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
     if workers and ray_address:
@@ -1024,7 +1037,7 @@ def print_batch_summary(outcomes, unreadable, total, applied, patch_path) -> Non
         if o.status == "skipped":
             err.print(f"  skipped: {o.path}: {o.reason}", highlight=False, soft_wrap=True)
     for path, why in unreadable:
-        err.print(f"  unreadable: {path}: {why}", highlight=False, soft_wrap=True)
+        err.print(f"  left out: {path}: {why}", highlight=False, soft_wrap=True)
     if applied:
         err.print(f"wrote {count['rewritten']} file(s)")
     elif patch_path:

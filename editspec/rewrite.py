@@ -104,26 +104,55 @@ def _lines_at_lf(text: str) -> list[str]:
     return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
+class FileChanged(RewriteError):
+    """The file changed on disk while the model was working: nothing written."""
+
+
+class CannotWrite(RewriteError):
+    """The file may not be written (read-only), or writing it failed (a full disk): nothing written, the file as
+    it was."""
+
+
+def writable_target(path: Path) -> Path:
+    """The file that writing `path` replaces: a symbolic link's target (the link stays a link, pointing at the
+    new text), refused when this user may not write it."""
+    real = Path(os.path.realpath(path))
+    if real.exists() and not os.access(real, os.W_OK):
+        raise CannotWrite(f"{path} is read-only; nothing written (make it writable first)")
+    return real
+
+
 def write_atomically(path: Path, data: bytes, expected: bytes) -> None:
-    """Replace `path` with `data` in one rename, keeping its mode; refuse if it no longer holds `expected`."""
+    """Replace `path` (through a symbolic link, its target) with `data` in one rename, keeping its mode and, where
+    this user may, its owner; refuse if it no longer holds `expected` or may not be written. On any failure the
+    file is as it was and no temporary file is left."""
+    target = writable_target(path)
     try:
-        current = path.read_bytes()
+        current = target.read_bytes()
     except OSError as e:
-        raise RewriteError(f"cannot re-read {path} before writing: {e}") from None
+        raise CannotWrite(f"cannot re-read {path} before writing: {e.strerror or e}; nothing written") from None
     if current != expected:
-        raise RewriteError(f"{path} changed on disk since it was read; nothing written (run again)")
-    mode = stat.S_IMODE(path.stat().st_mode)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".editspec")
+        raise FileChanged(f"{path} changed on disk since it was read; nothing written (run again)")
+    st = target.stat()
+    try:
+        fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".editspec")
+    except OSError as e:
+        raise CannotWrite(f"cannot write {path}: {e.strerror or e}; nothing written") from None
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.chmod(tmp, mode)
-        os.replace(tmp, path)
-    except BaseException:
+        if (st.st_uid, st.st_gid) != (os.geteuid(), os.getegid()):
+            with contextlib.suppress(OSError):  # only root may give a file away; others keep it as theirs
+                os.chown(tmp, st.st_uid, st.st_gid)
+        os.chmod(tmp, stat.S_IMODE(st.st_mode))
+        os.replace(tmp, target)
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError):
+            raise CannotWrite(f"cannot write {path}: {e.strerror or e}; nothing written") from None
         raise
 
 
@@ -867,10 +896,6 @@ class ResultRefused(RewriteError):
     """A result that must not be written without --force: it does not parse, adds definitions, or was cut off."""
 
 
-class FileChanged(RewriteError):
-    """The file changed on disk while the model was working: nothing written."""
-
-
 def apply_rewrite(result: RewriteResult, force: bool = False) -> bool:
     """What `editspec rewrite --apply` does with a result (the quality benchmark goes through it too): refuse
     one with a problem unless forced, then write the file atomically if it changed. Returns whether it wrote."""
@@ -879,10 +904,7 @@ def apply_rewrite(result: RewriteResult, force: bool = False) -> bool:
         raise ResultRefused(f"not written: {problem}; check the diff, or use --force")
     if not result.changed:
         return False
-    try:
-        write_atomically(result.source.path, result.source.encode(result.new_text), result.source.raw)
-    except RewriteError as e:
-        raise FileChanged(str(e)) from None
+    write_atomically(result.source.path, result.source.encode(result.new_text), result.source.raw)
     return True
 
 

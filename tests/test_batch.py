@@ -32,9 +32,11 @@ def test_collect_respects_gitignore_globs_and_links(tmp_path):
     outside = tmp_path.parent / f"{tmp_path.name}-outside.py"
     outside.write_text("def secret():\n    pass\n")
     (tmp_path / "link.py").symlink_to(outside)
-    (tmp_path / "inner.py").symlink_to(tmp_path / "src" / "shapes.py")  # a link inside the tree is fine
+    (tmp_path / "inner.py").symlink_to(tmp_path / "src" / "shapes.py")  # a link inside the tree is fine...
+    (tmp_path / "other.py").symlink_to(tmp_path / "build" / "generated.py")
     found = sorted(p.relative_to(tmp_path).as_posix() for p in collect_files([tmp_path]))
-    assert found == ["inner.py", "src/shapes.py", "stack.go"]
+    assert found == ["other.py", "src/shapes.py", "stack.go"]  # ... but a file is taken once, by its own name
+    assert collect_files([tmp_path / "src", tmp_path / "src" / "shapes.py"]) == [tmp_path / "src" / "shapes.py"]
     assert [p.name for p in collect_files([tmp_path], "*.go")] == ["stack.go"]
 
 

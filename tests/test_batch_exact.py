@@ -148,3 +148,30 @@ def test_no_speculation_reports_no_speed_up(tmp_path, scripted_model):
     args = ["batch", str(tree), "-i", WIDEN, "-q", "--state", str(tmp_path / "s.json")]
     plain = CliRunner().invoke(main, [*args, "--no-speculation"])
     assert plain.exit_code == 0 and "3 rewritten" in plain.stderr and "speed-up" not in plain.stderr
+
+
+def test_apply_writes_a_linked_file_once_through_its_link_and_leaves_out_a_read_only_one(
+    tmp_path, scripted_model, monkeypatch
+):
+    tree = make_tree(tmp_path, ("shapes.py", "stack.go", "users.ts"))
+    (tree / "alias.py").symlink_to(tree / "shapes.py")  # the same file twice: rewritten once, by its own name
+    elsewhere = tmp_path / "linked.go"
+    shutil.copy(tree / "stack.go", elsewhere)
+    named = tmp_path / "named.go"
+    named.symlink_to(elsewhere)  # a link named on the command line: its target is written, the link kept
+    before = {p: p.read_text() for p in (tree / "shapes.py", tree / "users.ts", elsewhere)}
+    real_access = os.access
+
+    def access(path, mode):  # tests may run as root, whom no mode bit stops: users.ts is read-only to this user
+        return not (mode == os.W_OK and str(path).endswith(".ts")) and real_access(path, mode)
+
+    monkeypatch.setattr(os, "access", access)
+    args = ["batch", str(tree), str(named), "-i", WIDEN, "--apply", "--state", str(tmp_path / "s.json")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "3 files: 3 rewritten" in result.stderr, result.stderr
+    assert f"left out: {tree / 'users.ts'}" in result.stderr and "read-only" in result.stderr
+    assert (tree / "shapes.py").read_text() == widened(before[tree / "shapes.py"])  # once, not twice
+    assert (tree / "alias.py").is_symlink() and named.is_symlink()
+    assert elsewhere.read_text() == widened(before[elsewhere])
+    assert (tree / "users.ts").read_text() == before[tree / "users.ts"]

@@ -165,6 +165,57 @@ def test_apply_refuses_when_the_file_changed_on_disk(two, monkeypatch):
     assert two.read_text() == TWO + "# saved meanwhile\n" * 3  # the user's saves, nothing of ours
 
 
+def test_apply_writes_through_a_symbolic_link_and_keeps_it_a_link(two, tmp_path):
+    link = tmp_path / "elsewhere" / "link.py"
+    link.parent.mkdir()
+    link.symlink_to(two)
+    for args in (["-f", "total"], ["-f", "total", "-f", "Rect"]):
+        two.write_bytes(TWO.encode())
+        result = run(str(link), *args, "-i", USE_SUM, "--apply")
+        assert result.exit_code == 0, result.output
+        assert link.is_symlink() and link.resolve() == two.resolve()
+        assert "return sum(xs)" in two.read_text() and "s = s + x" not in two.read_text()
+        assert sorted(p.name for p in tmp_path.rglob("*")) == ["elsewhere", "link.py", "two.py"]  # no temporary
+
+
+def test_a_read_only_file_is_refused_before_the_model_runs(two, monkeypatch):
+    import os
+
+    import editspec.rewrite
+
+    def no_model(*args, **kwargs):
+        raise AssertionError("the model ran for a file that cannot be written")
+
+    # Tests may run as root, whom no mode bit stops: ask as an ordinary user would be answered.
+    real_access = os.access
+    monkeypatch.setattr(os, "access", lambda path, mode: False if mode == os.W_OK else real_access(path, mode))
+    assert "+    return sum(xs)" in run(str(two), "-f", "total", "-i", USE_SUM).output  # a diff: nothing to write
+    monkeypatch.setattr(editspec.rewrite.Rewriter, "rewrite", no_model)
+    for args in (["-f", "total"], ["-f", "total", "-f", "Rect"]):
+        result = run(str(two), *args, "-i", USE_SUM, "--apply")
+        assert result.exit_code == EXIT_INPUT and "read-only" in result.output, result.output
+        assert two.read_text() == TWO
+
+
+@pytest.mark.parametrize("failing", ["mkstemp", "fsync", "replace"])
+def test_a_write_that_fails_leaves_the_file_as_it_was_and_no_temporary(two, tmp_path, monkeypatch, failing):
+    import errno
+    import os
+    import tempfile
+
+    def full(*args, **kwargs):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+    module = tempfile if failing == "mkstemp" else os
+    monkeypatch.setattr(module, failing, full)
+    for args in (["-f", "total"], ["-f", "total", "-f", "Rect"]):
+        result = run(str(two), *args, "-i", USE_SUM, "--apply")
+        assert result.exit_code == EXIT_INPUT, result.output
+        assert "cannot write" in result.output and "No space left" in result.output
+        assert two.read_text() == TWO
+        assert [p.name for p in tmp_path.iterdir()] == ["two.py"]
+
+
 def test_interrupted_is_130_and_nothing_written(two, monkeypatch):
     import editspec.rewrite
 
