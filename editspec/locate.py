@@ -430,20 +430,44 @@ def offset_of_line(source: bytes, line: int, column: int = 1) -> int:
     return start + len(text[: max(column - 1, 0)].encode("utf-8"))
 
 
-def syntax_errors(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) -> list[tuple[int, int]]:
-    """(line, column) of each error or missing node, 1-based; empty when the file parses."""
-    errors = []
+def _error_nodes(tree: ts.Tree) -> list[ts.Node]:
+    nodes = []
 
     def walk(node: ts.Node) -> None:
         if node.type == "ERROR" or node.is_missing:
-            errors.append((node.start_point[0] + 1, node.start_point[1] + 1))
+            nodes.append(node)
             return
         if node.has_error:
             for child in node.children:
                 walk(child)
 
-    walk((tree or parse(source, spec)).root_node)
-    return errors
+    walk(tree.root_node)
+    return nodes
+
+
+def syntax_errors(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) -> list[tuple[int, int]]:
+    """(line, column) of each error or missing node, 1-based; empty when the file parses."""
+    return [(n.start_point[0] + 1, n.start_point[1] + 1) for n in _error_nodes(tree or parse(source, spec))]
+
+
+def error_offsets(tree: ts.Tree) -> set[int]:
+    """Where each error or missing node starts, in bytes."""
+    return {n.start_byte for n in _error_nodes(tree)}
+
+
+def introduced_errors(old_errors: set[int], new_tree: ts.Tree, old_end: int, new_end: int) -> list[tuple[int, int]]:
+    """(line, column) of the errors of a new text that the old one (its errors at `old_errors`, from
+    `error_offsets`) did not have, where the new text is the old with the part ending at `old_end` replaced by
+    one ending at `new_end`. An error after the replaced part is the old one when the old text has one at the
+    same place of the same text: a half-written line elsewhere in the file is not the rewrite's, however many
+    lines the rewrite adds or takes away above it. One before or inside the part is new unless the old had one at
+    the same offset."""
+    shift = new_end - old_end
+    return [
+        (n.start_point[0] + 1, n.start_point[1] + 1)
+        for n in _error_nodes(new_tree)
+        if (n.start_byte - shift if n.start_byte >= new_end else n.start_byte) not in old_errors
+    ]
 
 
 def written_back(before: str, after: str, spec: LanguageSpec) -> bool:
@@ -494,8 +518,10 @@ def point_at(source: bytes, offset: int) -> tuple[int, int]:
 
 
 def reparse_after_replace(tree: ts.Tree, old: bytes, start: int, end: int, new: bytes, spec: LanguageSpec) -> ts.Tree:
-    """Parse `new` (= old with old[start:end] replaced) reusing the old tree: only the edit is re-read."""
+    """Parse `new` (= old with old[start:end] replaced) reusing the old tree: only the edit is re-read. The old
+    tree is left as it was (an edit marks a tree for one new text, and a rewrite's answers are several)."""
     new_end = end + len(new) - len(old)
+    tree = tree.copy()
     tree.edit(
         start_byte=start,
         old_end_byte=end,

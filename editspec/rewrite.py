@@ -27,7 +27,9 @@ from .locate import (
     Definition,
     LanguageSpec,
     definitions,
+    error_offsets,
     file_context,
+    introduced_errors,
     outermost,
     parse,
     reparse_after_replace,
@@ -547,7 +549,7 @@ class Rewriter:
             instruction=instruction,
             data=data,
             tree=tree,
-            old_errors=set(syntax_errors(data, spec, tree)),
+            old_errors=error_offsets(tree),
             prompt=prompt,
             region=region,
             indent=indent,
@@ -600,7 +602,8 @@ class Rewriter:
         new_text = job.source.text[:start_char] + new_region + job.source.text[end_char:]
         new_data = new_text.encode("utf-8")
         new_tree = reparse_after_replace(job.tree, job.data, target.start, target.end, new_data, spec)
-        errors = [e for e in syntax_errors(new_data, spec, new_tree) if e not in job.old_errors]
+        new_end = target.start + len(new_region.encode("utf-8"))
+        errors = introduced_errors(job.old_errors, new_tree, target.end, new_end)
         return RewriteResult(
             source=job.source,
             language=spec.name,
@@ -803,7 +806,7 @@ class _Job:
     instruction: str
     data: bytes
     tree: object
-    old_errors: set
+    old_errors: set[int]  # where the file's own syntax errors start (bytes)
     prompt: list[int]
     region: str
     indent: str

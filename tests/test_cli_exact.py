@@ -216,6 +216,26 @@ def test_a_write_that_fails_leaves_the_file_as_it_was_and_no_temporary(two, tmp_
         assert [p.name for p in tmp_path.iterdir()] == ["two.py"]
 
 
+@pytest.mark.parametrize("where", ["after", "before"])
+def test_a_half_written_line_elsewhere_is_not_the_rewrite_s_error(tmp_path, scripted_model, where):
+    """A user mid-edit: a line that does not parse outside the target. The rewrite is judged on what it wrote,
+    also when it changes how many lines come before that line; an error of its own is still refused."""
+    half = "\n\ndef other(:\n    pass\n"
+    text = TWO + half if where == "after" else TWO.replace("\n\nclass Rect", half + "\n\nclass Rect")
+    path = tmp_path / "mid_edit.py"
+    path.write_text(text)
+    result = run(str(path), "-f", "total", "-i", USE_SUM, "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace(
+        "    s = 0\n    for x in xs:\n        s = s + x\n    return s", "    return sum(xs)"
+    )
+    path.write_text(text)
+    broken = scripted(("    return s", "    return (s +"))
+    result = run(str(path), "-f", "total", "-i", broken, "--apply")
+    assert result.exit_code == EXIT_UNPARSABLE and "does not parse" in result.output, result.output
+    assert path.read_text() == text
+
+
 def test_interrupted_is_130_and_nothing_written(two, monkeypatch):
     import editspec.rewrite
 

@@ -262,3 +262,18 @@ def test_draft_model_is_loaded_and_changes_nothing(source, backend):
         i = next(i for i, (a, b) in enumerate(zip(with_draft.tokens, plain.tokens, strict=False)) if a != b)
         margin = plain_margin_at(backend, prompt, plain.tokens, i)
         assert margin < NEAR_TIE, f"diverged at token {i} where plain greedy was sure (margin {margin:.2f})"
+
+
+def test_reparsing_an_edit_leaves_the_old_tree_for_the_next_answer():
+    """A second look judges several answers against one file: each reparse starts from the file's own tree."""
+    spec = language_for("a.py")
+    old = b"def f():\n    return 1\n\n\ndef g(:\n    pass\n"
+    tree = parse(old, spec)
+    end = old.index(b"\n\n\n")
+    answers = [b"def f(x, y):\n    z = x + y\n    return z", b"def f():\n    return (1 +", b"def f(): return 1"]
+    for new_code in answers * 2:
+        new = new_code + old[end:]
+        new_tree = reparse_after_replace(tree, old, 0, end, new, spec)
+        assert str(new_tree.root_node) == str(parse(new, spec).root_node)
+        assert syntax_errors(new, spec, new_tree) == syntax_errors(new, spec)
+    assert tree.root_node.end_byte == len(old)
