@@ -11,6 +11,7 @@ The assistant's turn is opened with a code fence: a tiny model then writes code,
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Sequence
 
 from jinja2.sandbox import ImmutableSandboxedEnvironment
@@ -30,8 +31,22 @@ FALLBACK_TEMPLATE = (
 FENCE = "```"
 
 
+def fence_for(code: str) -> str:
+    """The code fence for a piece of code: three backticks, or one more than the longest run of backticks in it
+    (Markdown's rule), so that the code's own fences (a Rust doc comment's example, a docstring's Markdown)
+    neither close the block the model is shown nor stop its answer halfway."""
+    longest = max((len(run) for run in re.findall(r"`+", code)), default=0)
+    return "`" * max(len(FENCE), longest + 1)
+
+
 def edit_messages(
-    code: str, instruction: str, language: str = "python", context: str = "", scope: str = "", name: str = ""
+    code: str,
+    instruction: str,
+    language: str = "python",
+    context: str = "",
+    scope: str = "",
+    name: str = "",
+    fence: str = FENCE,
 ) -> list[dict]:
     parts = []
     if context:
@@ -39,7 +54,7 @@ def edit_messages(
         listed = "\n".join(f"- `{line.strip()}`" for line in context.splitlines() if line.strip())
         parts.append(f"The rest of the file has, among others:\n{listed}\n")
     inside = f" (it is inside `{scope.strip()}`)" if scope.strip() else ""
-    parts.append(f"Code to edit{inside}:\n{FENCE}{language}\n{code.rstrip()}\n{FENCE}\n")
+    parts.append(f"Code to edit{inside}:\n{fence}{language}\n{code.rstrip()}\n{fence}\n")
     parts.append(f"Instruction: {instruction.strip()}")
     only = f" of `{name}` and nothing else" if name else ""
     parts.append(f"Write the complete edited code{only}.")
@@ -59,15 +74,24 @@ def render_chat(template: str | None, messages: Sequence[dict], bos: str = "", e
 
 
 def edit_prompt(
-    backend, code: str, instruction: str, language: str = "python", context: str = "", scope: str = "", name: str = ""
+    backend,
+    code: str,
+    instruction: str,
+    language: str = "python",
+    context: str = "",
+    scope: str = "",
+    name: str = "",
+    fence: str | None = None,
 ) -> str:
-    """The whole prompt text, ending in the opened code fence the answer continues."""
+    """The whole prompt text, ending in the opened code fence the answer continues (`fence_for(code)` unless
+    given: the answer's stop and split must use the same)."""
+    fence = fence or fence_for(code)
     bos = backend.token_text(backend.bos_token) if backend.bos_token >= 0 else ""
     eos = backend.token_text(backend.eos_token) if backend.eos_token >= 0 else ""
     chat = render_chat(
-        backend.chat_template(), edit_messages(code, instruction, language, context, scope, name), bos, eos
+        backend.chat_template(), edit_messages(code, instruction, language, context, scope, name, fence), bos, eos
     )
-    return f"{chat}{FENCE}{language}\n"
+    return f"{chat}{fence}{language}\n"
 
 
 def chat_prompt(backend, user_text: str) -> str:
@@ -76,31 +100,32 @@ def chat_prompt(backend, user_text: str) -> str:
 
 
 class FenceStop:
-    """A stop condition: true once the generated text contains the closing code fence."""
+    """A stop condition: true once the generated text contains the closing code fence (`fence`: the prompt's)."""
 
-    def __init__(self, backend):
+    def __init__(self, backend, fence: str = FENCE):
         self.backend = backend
+        self.fence = fence.encode()
         self.text = b""
         self.closed = False  # the fence has been written
 
     def __call__(self, output: Sequence[int]) -> bool:
         piece = self.backend.token_bytes(output[-1])
         self.text += piece
-        self.closed = self.closed or FENCE.encode() in self.text[-(len(piece) + len(FENCE)) :]
+        self.closed = self.closed or self.fence in self.text[-(len(piece) + len(self.fence)) :]
         return self.closed
 
     def tokens_before_stop(self, tokens: Sequence[int]) -> int:
         """How many of `tokens` the output can take before one closes the fence. A draft that copies the code's
         last line runs on past its closing fence into the prompt's instruction; verifying that costs a pass over
         tokens the stop would throw away. The closing token itself is left to the target (it comes free)."""
-        text = self.text[-(len(FENCE) - 1) :] if len(FENCE) > 1 else b""
+        text = self.text[-(len(self.fence) - 1) :] if len(self.fence) > 1 else b""
         for i, tok in enumerate(tokens):
             text += self.backend.token_bytes(tok)
-            if FENCE.encode() in text:
+            if self.fence in text:
                 return i
         return len(tokens)
 
 
-def code_before_fence(text: str) -> str:
+def code_before_fence(text: str, fence: str = FENCE) -> str:
     """The answer's code: everything before the closing fence."""
-    return text.split(FENCE, 1)[0]
+    return text.split(fence, 1)[0]

@@ -279,6 +279,15 @@ def _judged(answer: str, spec: LanguageSpec, target: Definition, existing: set[s
     return refused, [n for n in others if n not in refused]
 
 
+def defines_nothing(code: str, answer: str, spec: LanguageSpec) -> bool:
+    """Whether the answer holds no definition where the code it rewrites (read the same way, on its own) holds
+    one: written, it would take the definition out of the file. In every language, a definition that cannot be
+    read on its own (a method without its class, in some) is never judged so."""
+    return not top_level_definitions(answer.encode("utf-8"), spec) and bool(
+        top_level_definitions(code.encode("utf-8"), spec)
+    )
+
+
 def refused_definitions(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> list[str]:
     """Definitions in the answer that make it more than a rewrite of the target (after `cut_copies`). A new
     helper beside the target is fine when its name clashes with nothing in the file (`existing`: the names
@@ -362,6 +371,7 @@ class RewriteResult:
     helpers: list[str] = field(default_factory=list)  # new definitions written beside it (accepted)
     left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
+    defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
@@ -371,6 +381,11 @@ class RewriteResult:
             return (
                 f"the answer was cut off after {self.stats.generated_tokens} tokens, before the model finished "
                 "(the model may be repeating itself; --max-tokens allows a longer answer)"
+            )
+        if self.defines_nothing:
+            return (
+                f"the answer holds no definition: written, it would take {self.target.name} out of the file "
+                "(it may have been cut short)"
             )
         if self.extra_definitions:
             also = ", ".join(self.extra_definitions[:4])
@@ -506,6 +521,7 @@ class Rewriter:
             "\n".join(context),
             scope,
             target.simple_name,
+            prompts.fence_for(region),
         )
         return self.backend.tokenize(text), region, indent, len(context)
 
@@ -550,6 +566,7 @@ class Rewriter:
             data=data,
             tree=tree,
             old_errors=error_offsets(tree),
+            fence=prompts.fence_for(region),
             prompt=prompt,
             region=region,
             indent=indent,
@@ -570,7 +587,7 @@ class Rewriter:
         answer = _Answer(self, job)
         generation = self.decoder.decode(
             prompt,
-            stop=prompts.FenceStop(self.backend),
+            stop=prompts.FenceStop(self.backend, job.fence),
             on_tokens=answer,
             max_tokens=budget,
             opening_draft=self.opening_length(region, target),
@@ -587,7 +604,7 @@ class Rewriter:
             stats.stop_reason = EXTRA_STOP
         elif stats.stop_reason == "cancelled":
             raise RewriteCancelled("the rewrite was cancelled")
-        code = prompts.code_before_fence(self.backend.detokenize(answer.tokens))
+        code = prompts.code_before_fence(self.backend.detokenize(answer.tokens), job.fence)
         if not code.strip():
             raise RewriteError("the model returned no code; try another instruction or a larger model")
         spec, target, existing = job.spec, job.target, job.existing
@@ -615,12 +632,13 @@ class Rewriter:
             edits=text_edits(job.region, new_region, start_char),
             errors=errors,
             stats=stats,
-            pieces=_pieces(self.backend, answer.tokens, answer.origins),
+            pieces=_pieces(self.backend, answer.tokens, answer.origins, job.fence),
             context_lines=job.n_context,
             extra_definitions=extra,
             helpers=helpers,
             left_out=left_out,
             unchanged=written_back(dedent(job.region, job.indent), code, spec),
+            defines_nothing=defines_nothing(dedent(job.region, job.indent), code, spec),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats, self.decoder.verify_seconds),
         )
 
@@ -671,7 +689,7 @@ class Rewriter:
         for i in places:
             forced = [*tokens[:i], scores[i].alternative]
             answer = _Answer(self, first.job, forced, [*first.origins[:i], "target"], first.counts)
-            forks.append(_Fork(i, forced, bounds[i], answer, prompts.FenceStop(self.backend)))
+            forks.append(_Fork(i, forced, bounds[i], answer, prompts.FenceStop(self.backend, first.job.fence)))
         best: tuple[float, RewriteResult] | None = None
         tried = 0
         while True:
@@ -807,6 +825,7 @@ class _Job:
     data: bytes
     tree: object
     old_errors: set[int]  # where the file's own syntax errors start (bytes)
+    fence: str  # the prompt's code fence, longer than any run of backticks in the code
     prompt: list[int]
     region: str
     indent: str
@@ -833,7 +852,7 @@ class _Answer:
         self.less_likely = False  # stopped so
 
     def text(self) -> str:
-        return prompts.code_before_fence(self.bytes.decode("utf-8", errors="replace"))
+        return prompts.code_before_fence(self.bytes.decode("utf-8", errors="replace"), self.job.fence)
 
     def __call__(self, tokens: list[int], rnd: Round) -> bool:
         accepted = min(rnd.accepted, len(tokens))
@@ -922,10 +941,10 @@ def answer_budget(code_tokens: int, max_tokens: int | None) -> int:
     return max_tokens if max_tokens is not None else ANSWER_GROWTH * code_tokens + ANSWER_ROOM
 
 
-def _pieces(backend, tokens: list[int], origins: list[str]) -> list[Piece]:
+def _pieces(backend, tokens: list[int], origins: list[str], fence: str = prompts.FENCE) -> list[Piece]:
     """Group consecutive tokens of the same origin; the closing fence is not part of the code (it may be split
     over several tokens: what counts is the text before it)."""
-    code = prompts.code_before_fence(backend.detokenize(tokens))
+    code = prompts.code_before_fence(backend.detokenize(tokens), fence)
     decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")  # a split character: its last token
     pieces: list[Piece] = []
     used = 0

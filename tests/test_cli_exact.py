@@ -236,6 +236,46 @@ def test_a_half_written_line_elsewhere_is_not_the_rewrite_s_error(tmp_path, scri
     assert path.read_text() == text
 
 
+RUST_DOC = (
+    "/// Adds two numbers.\n///\n/// ```\n/// assert_eq!(add(2, 3), 5);\n/// ```\n"
+    "pub fn add(a: i32, b: i32) -> i32 {\n    let s = a + b;\n    return s;\n}\n\n"
+    "pub fn sub(a: i32, b: i32) -> i32 {\n    a - b\n}\n"
+)
+PY_DOC = (
+    'def pairs(text):\n    """Parse lines.\n\n    ```python\n    >>> pairs("a=1")\n    ```\n    """\n'
+    "    r = {}\n    return r\n"
+)
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "old", "new"),
+    [
+        ("lib.rs", RUST_DOC, "    let s = a + b;\n    return s;", "    a + b"),
+        ("doc.py", PY_DOC, "    r = {}", "    r: dict = {}"),
+    ],
+)
+def test_code_holding_a_code_fence_is_rewritten_whole(tmp_path, scripted_model, name, text, old, new):
+    """A doc comment's example (```) used to close the answer where the model copied it: the Rust function was
+    written as its first doc lines, taking the function out of the file."""
+    path = tmp_path / name
+    path.write_text(text)
+    fn = "add" if name == "lib.rs" else "pairs"
+    result = run(str(path), "-f", fn, "-i", scripted((old, new)), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace(old, new)
+
+
+def test_an_answer_with_no_definition_is_refused(two):
+    """Whatever cut it short, an answer that holds no definition would delete the target: refused (exit 5)."""
+    body = "def total(xs):\n    s = 0\n    for x in xs:\n        s = s + x\n    return s"
+    for args in (["-f", "total"], ["-f", "total", "-f", "Rect"]):
+        result = run(str(two), *args, "-i", scripted((body, "# total: see below")), "--apply")
+        assert result.exit_code == EXIT_UNPARSABLE and "holds no definition" in result.output, result.output
+        assert two.read_text() == TWO
+    forced = run(str(two), "-f", "total", "-i", scripted((body, "# total: see below")), "--apply", "--force")
+    assert forced.exit_code == 0 and "def total" not in two.read_text()  # --force writes what it is told
+
+
 def test_interrupted_is_130_and_nothing_written(two, monkeypatch):
     import editspec.rewrite
 

@@ -277,3 +277,11 @@ def test_reparsing_an_edit_leaves_the_old_tree_for_the_next_answer():
         assert str(new_tree.root_node) == str(parse(new, spec).root_node)
         assert syntax_errors(new, spec, new_tree) == syntax_errors(new, spec)
     assert tree.root_node.end_byte == len(old)
+
+
+def test_the_fence_is_longer_than_any_run_of_backticks_in_the_code():
+    from editspec import prompts
+
+    assert prompts.fence_for("def f():\n    return 1\n") == "```"
+    assert prompts.fence_for("/// ```\n/// x\n/// ```\nfn f() {}") == "````"
+    assert prompts.fence_for("s = '`````'") == "``````"
