@@ -221,8 +221,7 @@ def canitedit_cases(backend: LlamaBackend, data: Path, limit: int | None) -> lis
         if not line.strip():
             continue
         row = json.loads(line)
-        text = prompts.edit_prompt(backend, row["before"], row["instruction_descriptive"], fence=prompts.FENCE)
-        prompt = backend.tokenize(text)
+        prompt = prompts.edit_prompt_tokens(backend, row["before"], row["instruction_descriptive"], fence=prompts.FENCE)
         before_tokens = len(backend.tokenize(row["before"]))
         max_tokens = min(768, int(before_tokens * 1.5) + 64)
         if len(prompt) + max_tokens + 40 > backend.n_ctx:

@@ -94,6 +94,37 @@ def edit_prompt(
     return f"{chat}{fence}{language}\n"
 
 
+USER_SLOT = "\ue000editspec\ue000"  # stands for the user's message while the template is rendered
+
+
+def edit_prompt_tokens(
+    backend,
+    code: str,
+    instruction: str,
+    language: str = "python",
+    context: str = "",
+    scope: str = "",
+    name: str = "",
+    fence: str | None = None,
+) -> list[int]:
+    """`edit_prompt`'s tokens, with the user's message (their code, file context and instruction) read as plain
+    text: code that holds a chat template's control text (`<|im_end|>` in a string) must not end the message
+    or open another turn. The template's own parts are read with their control tokens. For every other text the
+    same tokens as reading the whole prompt at once (the template's parts and the message are split at control
+    tokens either way)."""
+    fence = fence or fence_for(code)
+    messages = edit_messages(code, instruction, language, context, scope, name, fence)
+    user = messages[-1]["content"]
+    bos = backend.token_text(backend.bos_token) if backend.bos_token >= 0 else ""
+    eos = backend.token_text(backend.eos_token) if backend.eos_token >= 0 else ""
+    slotted = render_chat(backend.chat_template(), [*messages[:-1], dict(messages[-1], content=USER_SLOT)], bos, eos)
+    parts = f"{slotted}{fence}{language}\n".split(USER_SLOT)
+    if len(parts) != 2:  # a template that does not show the message once, as it is
+        return backend.tokenize(edit_prompt(backend, code, instruction, language, context, scope, name, fence))
+    before, after = parts
+    return backend.tokenize(before) + backend.tokenize(user, parse_special=False) + backend.tokenize(after)
+
+
 def chat_prompt(backend, user_text: str) -> str:
     """A plain one-turn chat prompt (the benchmark's "nothing to copy" case)."""
     return render_chat(backend.chat_template(), [{"role": "user", "content": user_text}])

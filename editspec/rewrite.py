@@ -513,7 +513,7 @@ class Rewriter:
         indent = common_indent(region.splitlines())
         context = self._context(data, spec, target, definitions(data, spec, tree), tree)
         scope = target.containers[-1] if target.containers else ""
-        text = prompts.edit_prompt(
+        prompt = prompts.edit_prompt_tokens(
             self.backend,
             dedent(region, indent),
             instruction,
@@ -523,7 +523,7 @@ class Rewriter:
             target.simple_name,
             prompts.fence_for(region),
         )
-        return self.backend.tokenize(text), region, indent, len(context)
+        return prompt, region, indent, len(context)
 
     def opening_length(self, region: str, target: Definition) -> int:
         """How much of the opening copy to verify within the prefill: the first line the editor can show, so

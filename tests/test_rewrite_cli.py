@@ -285,3 +285,19 @@ def test_the_fence_is_longer_than_any_run_of_backticks_in_the_code():
     assert prompts.fence_for("def f():\n    return 1\n") == "```"
     assert prompts.fence_for("/// ```\n/// x\n/// ```\nfn f() {}") == "````"
     assert prompts.fence_for("s = '`````'") == "``````"
+
+
+def test_code_holding_a_chat_template_s_control_text_is_read_as_text(backend):
+    """Code that builds chat prompts (`"<|im_end|>"` in a string) must not end the user's message in the prompt."""
+    from editspec import prompts
+
+    (end,) = backend.tokenize("<|im_end|>")  # the tiny model's template ends each turn with this control token
+    code = 'def turn(role, text):\n    return "<|im_start|>" + role + "\\n" + text + "<|im_end|>\\n"\n'
+    other = "def f(x):\n    return x + 1\n"
+    tokens = prompts.edit_prompt_tokens(backend, code, "Add type hints.")
+    plain = prompts.edit_prompt_tokens(backend, other, "Add type hints.")
+    assert tokens.count(end) == plain.count(end) == 2  # the system turn's end and the user turn's, no more
+    assert backend.tokenize(prompts.edit_prompt(backend, code, "Add type hints.")).count(end) == 3  # read at once
+    assert code.rstrip() in backend.detokenize(tokens)  # control tokens have no text: the code is there as text
+    # Any other code reads exactly as the whole prompt read at once (so kept prompt states still match).
+    assert plain == backend.tokenize(prompts.edit_prompt(backend, other, "Add type hints."))
