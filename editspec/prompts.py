@@ -130,12 +130,22 @@ def chat_prompt(backend, user_text: str) -> str:
     return render_chat(backend.chat_template(), [{"role": "user", "content": user_text}])
 
 
+# A line of backticks alone: how a model closes a block it was shown with a longer fence, more often than not
+# (asked with four, the coder model closes with three). A line of the code itself is never one such at the start
+# of a line unless in a string that starts further left, and an answer cut there does not parse: refused, never
+# written.
+BARE_FENCE = re.compile(r"(?m)^`{3,}[ \t]*$")
+BARE_FENCE_LINE = re.compile(rb"(?:^|\n)`{3,}[ \t]*\r?\n")
+
+
 class FenceStop:
-    """A stop condition: true once the generated text contains the closing code fence (`fence`: the prompt's)."""
+    """A stop condition: true once the generated text contains the closing code fence (`fence`: the prompt's), or,
+    for a fence longer than three backticks, a whole line of backticks alone (see BARE_FENCE)."""
 
     def __init__(self, backend, fence: str = FENCE):
         self.backend = backend
         self.fence = fence.encode()
+        self.bare = len(fence) > len(FENCE)
         self.text = b""
         self.closed = False  # the fence has been written
 
@@ -143,6 +153,9 @@ class FenceStop:
         piece = self.backend.token_bytes(output[-1])
         self.text += piece
         self.closed = self.closed or self.fence in self.text[-(len(piece) + len(self.fence)) :]
+        if self.bare and not self.closed and b"\n" in piece:
+            line_start = self.text.rfind(b"\n", 0, len(self.text) - len(piece))
+            self.closed = BARE_FENCE_LINE.search(self.text, max(line_start, 0)) is not None
         return self.closed
 
     def tokens_before_stop(self, tokens: Sequence[int]) -> int:
@@ -158,5 +171,10 @@ class FenceStop:
 
 
 def code_before_fence(text: str, fence: str = FENCE) -> str:
-    """The answer's code: everything before the closing fence."""
-    return text.split(fence, 1)[0]
+    """The answer's code: everything before the closing fence (for a longer fence than three backticks, before a
+    line of backticks alone too)."""
+    code = text.split(fence, 1)[0]
+    if len(fence) > len(FENCE):
+        bare = BARE_FENCE.search(code)
+        code = code[: bare.start()] if bare else code
+    return code

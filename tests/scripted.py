@@ -25,7 +25,8 @@ from tests.fakes import FakeBackend
 
 END = 256
 ANSWER_START = b"<|im_start|>assistant\n```"
-# The code block's fence is three backticks or more (more when the code holds backticks); the answer closes with it.
+# The code block's fence is three backticks or more (more when the code holds backticks); the answer closes with
+# three, as the coder model does.
 CODE = re.compile(r"Code to edit[^\n]*:\n(`{3,})[a-z]*\n(.*?)\n\1\n\nInstruction: (.*?)\nWrite the complete", re.DOTALL)
 
 
@@ -34,14 +35,14 @@ def scripted_answers(prompt: str) -> list[str]:
     found = CODE.search(prompt)
     if found is None:
         return ["```\n"]
-    fence, code, instruction = found.groups()
+    _, code, instruction = found.groups()
     if instruction.startswith("scripted:"):
         for old, new in json.loads(instruction[len("scripted:") :]):
             code = code.replace(old, new)
     near = []
     if instruction.startswith("scripted-near:"):
         near = [code.replace(old, new) for old, new in json.loads(instruction[len("scripted-near:") :])]
-    return [f"{text}\n{fence}\n" for text in (code, *near)]
+    return [text + "\n```\n" for text in (code, *near)]
 
 
 class ScriptedBackend(FakeBackend):

@@ -287,6 +287,33 @@ def test_the_fence_is_longer_than_any_run_of_backticks_in_the_code():
     assert prompts.fence_for("s = '`````'") == "``````"
 
 
+class _Bytes:
+    def token_bytes(self, token: bytes) -> bytes:
+        return token
+
+
+@pytest.mark.parametrize(
+    ("fence", "pieces", "stops_at", "code"),
+    [
+        ("```", [b"x = 1\n", b"```", b"\n"], 2, "x = 1\n"),
+        ("````", [b"/// ```\n", b"fn a() {}\n", b"````"], 3, "/// ```\nfn a() {}\n"),  # the fence it was shown
+        ("````", [b"fn a() {}\n", b"```", b"\n"], 3, "fn a() {}\n"),  # three backticks alone on a line close it too
+        ("````", [b"    ```\n", b"x```\n", b"y\n"], None, "    ```\nx```\ny\n"),  # the code's own backticks
+        ("```", [b"    ```\n"], 1, "    "),  # a three-backtick fence closes anywhere, as before
+    ],
+)
+def test_the_answer_ends_at_its_fence_or_at_a_line_of_backticks_alone(fence, pieces, stops_at, code):
+    from editspec import prompts
+
+    stop, out, stopped = prompts.FenceStop(_Bytes(), fence), [], None
+    for i, piece in enumerate(pieces, start=1):
+        out.append(piece)
+        if stop(out) and stopped is None:
+            stopped = i
+    assert stopped == stops_at
+    assert prompts.code_before_fence(b"".join(pieces).decode(), fence) == code
+
+
 def test_code_holding_a_chat_template_s_control_text_is_read_as_text(backend):
     """Code that builds chat prompts (`"<|im_end|>"` in a string) must not end the user's message in the prompt."""
     from editspec import prompts
