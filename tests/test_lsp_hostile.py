@@ -155,6 +155,38 @@ def test_a_crlf_file_keeps_crlf_and_an_lf_line_elsewhere_keeps_lf(client):
     assert client.editor.text(URI) == "import math\n\r\n\r\n" + SUM.replace("\n", "\r\n")
 
 
+RUST_URI = "file:///work/hostile.rs"
+RUST = (
+    "/// Adds.\n///\n/// ```\n/// assert_eq!(add(2, 3), 5);\n/// ```\n"
+    "pub fn add(a: i32, b: i32) -> i32 {\n    let s = a + b;\n    return s;\n}\n"
+)
+
+
+def test_a_function_whose_doc_holds_a_code_fence_is_rewritten_whole(client):
+    client.editor.open(RUST_URI, RUST)
+    result = rewrite_result(
+        client, client.rewrite(RUST_URI, 6, 8, scripted(("    let s = a + b;\n    return s;", "    a + b")))
+    )
+    assert result["applied"] is True, result
+    assert client.editor.text(RUST_URI) == RUST.replace("    let s = a + b;\n    return s;", "    a + b")
+
+
+def test_a_half_written_line_elsewhere_does_not_stop_a_rewrite(client):
+    text = "import math\n\n\n" + TOTAL + "\n\ndef other(:\n"
+    client.editor.open(URI, text)
+    result = rewrite_result(client, client.rewrite(URI, 3, 4, USE_SUM))
+    assert result["applied"] is True, result
+    assert client.editor.text(URI) == "import math\n\n\n" + SUM + "\n\ndef other(:\n"
+
+
+def test_an_answer_with_no_definition_is_taken_back_out_of_the_document(client):
+    text = "import math\n\n\n" + TOTAL
+    client.editor.open(URI, text)
+    result = rewrite_result(client, client.rewrite(URI, 3, 4, scripted((TOTAL.rstrip("\n"), "# total: gone"))))
+    assert result["applied"] is False and "no definition" in json.dumps(result), result
+    assert client.editor.text(URI) == text
+
+
 def test_lone_cr_line_ends(client):
     text = "import math\r\r\r" + TOTAL
     client.editor.open(URI, text)
