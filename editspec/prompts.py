@@ -73,55 +73,46 @@ def render_chat(template: str | None, messages: Sequence[dict], bos: str = "", e
     )
 
 
-def edit_prompt(
-    backend,
-    code: str,
-    instruction: str,
-    language: str = "python",
-    context: str = "",
-    scope: str = "",
-    name: str = "",
-    fence: str | None = None,
-) -> str:
-    """The whole prompt text, ending in the opened code fence the answer continues (`fence_for(code)` unless
-    given: the answer's stop and split must use the same)."""
-    fence = fence or fence_for(code)
-    bos = backend.token_text(backend.bos_token) if backend.bos_token >= 0 else ""
-    eos = backend.token_text(backend.eos_token) if backend.eos_token >= 0 else ""
-    chat = render_chat(
-        backend.chat_template(), edit_messages(code, instruction, language, context, scope, name, fence), bos, eos
-    )
-    return f"{chat}{fence}{language}\n"
-
-
 USER_SLOT = "\ue000editspec\ue000"  # stands for the user's message while the template is rendered
 
 
-def edit_prompt_tokens(
-    backend,
-    code: str,
-    instruction: str,
-    language: str = "python",
-    context: str = "",
-    scope: str = "",
-    name: str = "",
-    fence: str | None = None,
-) -> list[int]:
-    """`edit_prompt`'s tokens, with the user's message (their code, file context and instruction) read as plain
-    text: code that holds a chat template's control text (`<|im_end|>` in a string) must not end the message
-    or open another turn. The template's own parts are read with their control tokens. For every other text the
-    same tokens as reading the whole prompt at once (the template's parts and the message are split at control
-    tokens either way)."""
+def _edit_parts(
+    backend, code: str, instruction: str, language: str = "python", *args, fence: str | None = None, **kwargs
+) -> tuple[str, str, str]:
+    """The edit prompt in three parts: the template's text before the user's message, the message, and the
+    template's text after it (with the opened code fence). A template that does not show the message once, as it
+    is, gives the whole prompt as the first part. Arguments after `language`: `edit_messages`'s (context, scope,
+    name)."""
     fence = fence or fence_for(code)
-    messages = edit_messages(code, instruction, language, context, scope, name, fence)
+    messages = edit_messages(code, instruction, language, *args, fence=fence, **kwargs)
     user = messages[-1]["content"]
+    parts = f"{_render(backend, [*messages[:-1], dict(messages[-1], content=USER_SLOT)])}{fence}{language}\n"
+    if parts.count(USER_SLOT) != 1:
+        return f"{_render(backend, messages)}{fence}{language}\n", "", ""
+    before, after = parts.split(USER_SLOT)
+    return before, user, after
+
+
+def _render(backend, messages: Sequence[dict]) -> str:
+    """The chat in the model's template, its turn opened."""
     bos = backend.token_text(backend.bos_token) if backend.bos_token >= 0 else ""
     eos = backend.token_text(backend.eos_token) if backend.eos_token >= 0 else ""
-    slotted = render_chat(backend.chat_template(), [*messages[:-1], dict(messages[-1], content=USER_SLOT)], bos, eos)
-    parts = f"{slotted}{fence}{language}\n".split(USER_SLOT)
-    if len(parts) != 2:  # a template that does not show the message once, as it is
-        return backend.tokenize(edit_prompt(backend, code, instruction, language, context, scope, name, fence))
-    before, after = parts
+    return render_chat(backend.chat_template(), messages, bos, eos)
+
+
+def edit_prompt(backend, code: str, instruction: str, *args, **kwargs) -> str:
+    """The whole prompt text, ending in the opened code fence the answer continues: `fence_for(code)` unless
+    `fence` is given (the answer's stop and split must use the same). Further arguments: `edit_messages`'s."""
+    return "".join(_edit_parts(backend, code, instruction, *args, **kwargs))
+
+
+def edit_prompt_tokens(backend, code: str, instruction: str, *args, **kwargs) -> list[int]:
+    """`edit_prompt`'s tokens (the same arguments), with the user's message (their code, file context and
+    instruction) read as plain text: code that holds a chat template's control text (`<|im_end|>` in a string)
+    must not end the message or open another turn. The template's own parts are read with their control tokens.
+    For every other text the same tokens as reading the whole prompt at once (the template's parts and the message
+    are split at control tokens either way)."""
+    before, user, after = _edit_parts(backend, code, instruction, *args, **kwargs)
     return backend.tokenize(before) + backend.tokenize(user, parse_special=False) + backend.tokenize(after)
 
 

@@ -521,7 +521,7 @@ class Rewriter:
             "\n".join(context),
             scope,
             target.simple_name,
-            prompts.fence_for(region),
+            fence=prompts.fence_for(region),
         )
         return prompt, region, indent, len(context)
 
