@@ -402,7 +402,13 @@ def find_by_name(defs: list[Definition], name: str) -> Definition:
         raise LocateError(f"no function, method or class named {name!r} (found: {known})")
     if len(matches) > 1:
         where = ", ".join(f"{d.name} at line {d.line}" for d in matches)
-        raise LocateError(f"{len(matches)} definitions match {name!r} ({where}): use --line, or Class.method")
+        # Overloads share their whole name: only a line tells them apart.
+        how = (
+            f"overloads: pick one with --line, e.g. --line {matches[-1].line}"
+            if len({d.name for d in matches}) == 1
+            else "use --line, or Class.method"
+        )
+        raise LocateError(f"{len(matches)} definitions match {name!r} ({where}): {how}")
     return matches[0]
 
 

@@ -76,11 +76,13 @@ def test_nesting_picks_the_innermost_definition():
 
 def test_overloads_are_ambiguous_by_name_and_distinct_by_line():
     _, data, defs = load("Account.java")
-    with pytest.raises(LocateError, match="2 definitions match 'Account.deposit'.*--line"):
-        find_by_name(defs, "Account.deposit")
+    with pytest.raises(
+        LocateError, match=r"2 definitions match 'Account.deposit'.*: overloads: pick one with --line, e.g. --line \d+$"
+    ):
+        find_by_name(defs, "Account.deposit")  # overloads: the same whole name, so only a line tells them apart
     assert find_at(defs, offset_of_line(data, 22)).line == 21
     _, data, defs = load("Library.cs")
-    with pytest.raises(LocateError, match="use --line"):
+    with pytest.raises(LocateError, match="overloads: pick one with --line"):
         find_by_name(defs, "Lend")
 
 
