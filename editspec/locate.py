@@ -517,6 +517,71 @@ def _lines_without_imports(text: str, spec: LanguageSpec) -> list[str]:
     return lines
 
 
+# Of a language's import node types, the ones that bring a name in (not the file's own package or namespace line).
+_HEADER_ONLY = frozenset({"package_clause", "package_declaration"})
+
+
+def leading_imports(answer: str, spec: LanguageSpec) -> tuple[list[str], str]:
+    """The import statements an answer opens with, before the code it rewrites (the coder model writes `from typing
+    import List` above a method it adds type hints to), and the answer without them. Only complete statements
+    that bring a name in, and only when code follows them: otherwise ([], answer)."""
+    data = answer.encode("utf-8")
+    nodes = parse(data, spec).root_node.named_children
+    taken, cut = [], 0
+    for node in nodes:
+        if node.type not in spec.imports or node.type in _HEADER_ONLY or node.has_error:
+            break
+        taken.append(_text(node))
+        cut = node.end_byte
+    rest = data[cut:].decode("utf-8", errors="replace").lstrip("\r\n")
+    if not taken or not rest.strip():
+        return [], answer
+    return taken, rest
+
+
+def file_imports(tree: ts.Tree, spec: LanguageSpec) -> list[str]:
+    """The texts of a file's top-level import statements."""
+    return [_text(n) for n in tree.root_node.named_children if n.type in spec.imports]
+
+
+def import_insertion(
+    source: bytes, tree: ts.Tree, spec: LanguageSpec, before: int, imports: list[str]
+) -> tuple[int, str]:
+    """Where the given import statements go in a file, and the text to insert there: on the line after the file's
+    last top-level import (or package line) that ends before byte `before`; with none, at the top, after leading
+    comments and a Python module docstring, a blank line after them. A Python `from __future__` import goes at the
+    top in any case (it must come first). (byte offset at a line start, text)."""
+    children = tree.root_node.named_children
+    head = 0
+    for j, node in enumerate(children):
+        docstring = spec.name == "python" and j == 0 and _is_docstring(node)
+        if node.end_byte > before or ("comment" not in node.type and not docstring):
+            break
+        head = node.end_byte
+    last = None
+    for node in children:
+        if node.end_byte > before:
+            break
+        if node.type in spec.imports:
+            last = node
+    block = "".join(f"{i}\n" for i in imports)
+    if last is not None and not (spec.name == "python" and any(i.startswith("from __future__") for i in imports)):
+        return _next_line(source, last.end_byte), block
+    at = _next_line(source, head) if head else 0
+    prefix = "\n" if at == len(source) and source and not source.endswith(b"\n") else ""
+    blank_after = source[at : at + 1] in (b"\n", b"\r") or last is not None  # (then imports follow it)
+    return at, prefix + block + ("" if blank_after else "\n")
+
+
+def _next_line(source: bytes, offset: int) -> int:
+    end = source.find(b"\n", offset)
+    return len(source) if end < 0 else end + 1
+
+
+def _is_docstring(node: ts.Node) -> bool:
+    return node.type == "expression_statement" and bool(node.named_children) and node.named_children[0].type == "string"
+
+
 def point_at(source: bytes, offset: int) -> tuple[int, int]:
     """tree-sitter's (row, byte column) of a byte offset."""
     row = source.count(b"\n", 0, offset)

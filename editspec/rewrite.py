@@ -29,7 +29,10 @@ from .locate import (
     definitions,
     error_offsets,
     file_context,
+    file_imports,
+    import_insertion,
     introduced_errors,
+    leading_imports,
     outermost,
     parse,
     reparse_after_replace,
@@ -370,6 +373,7 @@ class RewriteResult:
     extra_definitions: list[str] = field(default_factory=list)  # refused definitions beside the one asked for
     helpers: list[str] = field(default_factory=list)  # new definitions written beside it (accepted)
     left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
+    imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
     defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
@@ -427,6 +431,7 @@ class RewriteResult:
             "extra_definitions": self.extra_definitions,
             "helpers": self.helpers,
             "left_out": self.left_out,
+            "imports": self.imports,
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
             "problem": self.problem(),
@@ -608,6 +613,7 @@ class Rewriter:
         if not code.strip():
             raise RewriteError("the model returned no code; try another instruction or a larger model")
         spec, target, existing = job.spec, job.target, job.existing
+        imports, code = leading_imports(code, spec)
         code = unwrap_enclosing_class(code, target.containers)
         code, left_out = cut_copies(code, spec, target, existing)
         extra, helpers = _judged(code, spec, target, existing)
@@ -621,6 +627,16 @@ class Rewriter:
         new_tree = reparse_after_replace(job.tree, job.data, target.start, target.end, new_data, spec)
         new_end = target.start + len(new_region.encode("utf-8"))
         errors = introduced_errors(job.old_errors, new_tree, target.end, new_end)
+        edits = text_edits(job.region, new_region, start_char)
+        # Imports the answer opens with go where the file's imports are, not above the function (inside a class,
+        # a method's body would not even see them); those the file has already are left out.
+        present = set(file_imports(job.tree, spec))
+        imports = [i for i in dict.fromkeys(imports) if i not in present]
+        if imports:
+            at, block = import_insertion(job.data, job.tree, spec, target.start, imports)
+            at = len(job.data[: min(at, target.start)].decode("utf-8"))
+            new_text = new_text[:at] + block + new_text[at:]
+            edits = [TextEdit(at, at, block), *edits]
         return RewriteResult(
             source=job.source,
             language=spec.name,
@@ -629,7 +645,7 @@ class Rewriter:
             old_region=job.region,
             new_region=new_region,
             new_text=new_text,
-            edits=text_edits(job.region, new_region, start_char),
+            edits=edits,
             errors=errors,
             stats=stats,
             pieces=_pieces(self.backend, answer.tokens, answer.origins, job.fence),
@@ -637,6 +653,7 @@ class Rewriter:
             extra_definitions=extra,
             helpers=helpers,
             left_out=left_out,
+            imports=imports,
             unchanged=written_back(dedent(job.region, job.indent), code, spec),
             defines_nothing=defines_nothing(dedent(job.region, job.indent), code, spec),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats, self.decoder.verify_seconds),

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from lsprotocol import types
 from pygls.lsp.server import LanguageServer
 
-from editspec.locate import Definition, LanguageSpec
+from editspec.locate import Definition, LanguageSpec, import_insertion, parse
 from editspec.rewrite import (
     Progress,
     RewriteCancelled,
@@ -299,10 +299,25 @@ class RewriteJob:
             await self._restore()
             raise RewriteRefused(problem, result)
         final = positions.with_newline(result.new_region, self.newline)
+        if result.imports:
+            final = self._widen_to_imports(result.imports) + final
         if not await self._replace_region(final, label="editspec: rewrite", attempts=3):
             await self._restore()
             raise RewriteCancelled("the editor did not apply the final edit; the function is as it was")
         return result
+
+    def _widen_to_imports(self, imports: list[str]) -> str:
+        """The answer's new imports go where the document's imports are (as `editspec rewrite` puts them): the
+        region grows up to that line, so that the final edit writes them and the function at once (and a restore
+        takes both back). Returns what the region's new text starts with: the imports, then the text between."""
+        doc_text = self.server.workspace.get_text_document(self.uri).source
+        lf = doc_text.replace("\r\n", "\n").encode("utf-8")
+        before = len(doc_text[: self.start].replace("\r\n", "\n").encode("utf-8"))
+        at, block = import_insertion(lf, parse(lf, self.spec), self.spec, before, imports)
+        start = positions.from_lf_offset(doc_text, len(lf[: min(at, before)].decode("utf-8")))
+        between = doc_text[start : self.start]
+        self.start, self.original, self.current = start, between + self.original, between + self.current
+        return positions.with_newline(block, self.newline) + between
 
     async def _restore(self) -> None:
         """Put the function back exactly as it was (unless the user has edited inside it)."""

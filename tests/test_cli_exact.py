@@ -367,3 +367,47 @@ def test_a_function_too_long_for_the_context_is_one_line_and_batch_goes_on(tmp_p
     assert "big: big is too long" in batch.output
     assert (tmp_path / "big.py").read_text() == big
     assert "return sum(xs)" in (tmp_path / "small.py").read_text()
+
+
+# The coder model, asked for type hints, opens its answer with the import they need.
+HINTS = scripted(("def __init__(self, w, h):", "from typing import Any\n\ndef __init__(self, w: Any, h: Any) -> None:"))
+
+
+def test_imports_the_answer_opens_with_go_to_the_file_s_imports(two):
+    """Not inside the class above the method (a method's body would not see them): after `import math`."""
+    result = run(str(two), "-f", "Rect.__init__", "-i", HINTS, "--apply", "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["imports"] == ["from typing import Any"]
+    assert two.read_text() == TWO.replace("import math\n", "import math\nfrom typing import Any\n").replace(
+        "def __init__(self, w, h):", "def __init__(self, w: Any, h: Any) -> None:"
+    )
+
+
+def test_an_import_the_file_has_already_is_left_out(two):
+    again = scripted(("def total(xs):", "import math\n\n\ndef total(xs):"), ("return s", "return math.fsum(xs)"))
+    result = run(str(two), "-f", "total", "-i", again, "--apply")
+    assert result.exit_code == 0, result.output
+    assert two.read_text() == TWO.replace(
+        "    s = 0\n    for x in xs:\n        s = s + x\n    return s",
+        "    s = 0\n    for x in xs:\n        s = s + x\n    return math.fsum(xs)",
+    )
+
+
+@pytest.mark.parametrize(
+    ("head", "expected_head"),
+    [
+        ("", "from typing import Any\n\n"),  # no imports: at the top, a blank line after
+        ('"""Shapes."""\n\n', '"""Shapes."""\nfrom typing import Any\n\n'),  # after the module docstring
+        ("#!/usr/bin/env python\n", "#!/usr/bin/env python\nfrom typing import Any\n\n"),  # after leading comments
+    ],
+)
+def test_a_file_without_imports_gets_them_at_the_top(tmp_path, scripted_model, head, expected_head):
+    body = TWO.removeprefix("import math\n\n\n")
+    path = tmp_path / "shapes.py"
+    path.write_bytes((head + body).replace("\n", "\r\n").encode())  # in a CRLF file, CRLF lines
+    result = run(str(path), "-f", "Rect.__init__", "-i", HINTS, "--apply")
+    assert result.exit_code == 0, result.output
+    written = path.read_bytes().decode()
+    assert "\r\n" in written and "\n" not in written.replace("\r\n", "")
+    expected = expected_head + body.replace("def __init__(self, w, h):", "def __init__(self, w: Any, h: Any) -> None:")
+    assert written.replace("\r\n", "\n") == expected

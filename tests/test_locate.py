@@ -11,8 +11,11 @@ from editspec.locate import (
     file_context,
     find_at,
     find_by_name,
+    import_insertion,
     language_for,
+    leading_imports,
     offset_of_line,
+    parse,
     syntax_errors,
 )
 
@@ -172,3 +175,63 @@ def test_the_file_context_lists_the_rest_of_the_file_not_the_code_to_edit():
     assert context("Grid") == ["import math", "def area(g): return g.height()"]
     assert context("area") == ["import math", "class Grid:", init, height]
     assert context("Grid.height") == ["import math", "class Grid:", init, "def area(g): return g.height()"]
+
+
+# (file name, the file, an answer opening with imports, the file with those imports where they go)
+IMPORTS = [
+    (
+        "a.py",
+        "import os\n\n\ndef f():\n    pass\n",
+        "from typing import Any\nimport re\n\ndef f() -> Any:\n    pass\n",
+        "import os\nfrom typing import Any\nimport re\n\n\ndef f():\n    pass\n",
+    ),
+    (
+        "a.py",
+        '"""Doc."""\nimport os\n\n\ndef f():\n    pass\n',
+        "from __future__ import annotations\n\ndef f():\n    pass\n",
+        '"""Doc."""\nfrom __future__ import annotations\nimport os\n\n\ndef f():\n    pass\n',
+    ),
+    (
+        "a.js",
+        "import fs from 'fs';\n\nfunction f() {}\n",
+        "import path from 'path';\n\nfunction f() { return path.sep; }\n",
+        "import fs from 'fs';\nimport path from 'path';\n\nfunction f() {}\n",
+    ),
+    (
+        "a.go",
+        "package main\n\nfunc f() {}\n",
+        'import "strings"\n\nfunc f() { strings.ToUpper("") }\n',
+        'package main\nimport "strings"\n\nfunc f() {}\n',
+    ),
+    (
+        "a.rs",
+        "use std::fmt;\n\nfn f() {}\n",
+        "use std::collections::HashMap;\n\nfn f() {}\n",
+        "use std::fmt;\nuse std::collections::HashMap;\n\nfn f() {}\n",
+    ),
+]
+
+
+@pytest.mark.parametrize(("name", "text", "answer", "expected"), IMPORTS)
+def test_an_answer_s_leading_imports_go_where_the_file_s_imports_are(name, text, answer, expected):
+    spec = language_for(name)
+    imports, rest = leading_imports(answer, spec)
+    assert imports and rest.startswith(("def ", "function ", "func ", "fn "))
+    data = text.encode()
+    target = data.rindex(b"\n", 0, data.index(b" f(")) + 1
+    at, block = import_insertion(data, parse(data, spec), spec, target, imports)
+    assert (data[:at] + block.encode() + data[at:]).decode() == expected
+
+
+@pytest.mark.parametrize(
+    "answer",
+    [
+        "import math\n",  # only imports: nothing to rewrite the function with
+        "def f():\n    import math\n",  # inside the function: the function's own business
+        "# uses math\nimport math\n\ndef f():\n    pass\n",  # a comment first: not an answer that opens with imports
+        "package main\n\nfunc f() {}\n",  # a package line is no import
+    ],
+)
+def test_answers_that_do_not_open_with_imports_are_left_as_they_are(answer):
+    spec = language_for("a.go" if answer.startswith("package") else "a.py")
+    assert leading_imports(answer, spec) == ([], answer)

@@ -187,6 +187,42 @@ def test_an_answer_with_no_definition_is_taken_back_out_of_the_document(client):
     assert client.editor.text(URI) == text
 
 
+CLASS = (
+    "import math\r\n\n\nclass Acc:\n    def total(self, values):\n"
+    "        s = 0\n        for v in values:\n            s = s + v\n        return s\n"
+)
+HINTS = scripted(("def total(self, values):", "from typing import List\n\ndef total(self, values: List[int]) -> int:"))
+
+
+@pytest.mark.parametrize("delay", [0.0, 0.002])
+def test_imports_the_answer_opens_with_go_to_the_document_s_imports(make_client, delay):
+    """Streamed, the import lines first show at the function's head; the final edit writes them after the
+    document's imports (its own line end kept there) and takes them out of the class, in one edit."""
+    c = make_client(delay=delay)
+    c.initialize()
+    c.editor.open(URI, CLASS)
+    result = rewrite_result(c, c.rewrite(URI, 4, 8, HINTS))
+    assert result["applied"] is True, result
+    assert c.editor.text(URI) == CLASS.replace("import math\r\n", "import math\r\nfrom typing import List\n").replace(
+        "def total(self, values):", "def total(self, values: List[int]) -> int:"
+    )
+
+
+def test_a_cancelled_rewrite_with_imports_leaves_the_document_as_it_was(make_client):
+    c = make_client(delay=0.01)
+    c.initialize()
+    c.editor.open(URI, CLASS)
+    msg_id = c.rewrite(URI, 4, 8, HINTS)
+    deadline = time.monotonic() + 20
+    while "from typing" not in c.editor.text(URI):  # streamed: the import at the function's head, for now
+        assert time.monotonic() < deadline, "the import line never streamed"
+        time.sleep(0.01)
+    c.request("workspace/executeCommand", {"command": "editspec.cancel", "arguments": [URI]})
+    result = rewrite_result(c, msg_id)
+    assert result["applied"] is False and result["reason"] == "cancelled", result
+    assert c.editor.text(URI) == CLASS
+
+
 def test_lone_cr_line_ends(client):
     text = "import math\r\r\r" + TOTAL
     client.editor.open(URI, text)
