@@ -539,9 +539,13 @@ def leading_imports(answer: str, spec: LanguageSpec) -> tuple[list[str], str]:
     return taken, rest
 
 
-def file_imports(tree: ts.Tree, spec: LanguageSpec) -> list[str]:
-    """The texts of a file's top-level import statements."""
-    return [_text(n) for n in tree.root_node.named_children if n.type in spec.imports]
+def file_imports(tree: ts.Tree, spec: LanguageSpec, outside: tuple[int, int] = (0, 0)) -> list[str]:
+    """The texts of a file's top-level import statements, but for those within the byte range `outside`."""
+    return [
+        _text(n)
+        for n in tree.root_node.named_children
+        if n.type in spec.imports and not (outside[0] <= n.start_byte < outside[1])
+    ]
 
 
 def import_insertion(

@@ -613,7 +613,10 @@ class Rewriter:
         if not code.strip():
             raise RewriteError("the model returned no code; try another instruction or a larger model")
         spec, target, existing = job.spec, job.target, job.existing
-        imports, code = leading_imports(code, spec)
+        # Imports the answer opens with go where the file's imports are, not above the function (inside a class,
+        # a method's body would not even see them); those the file has already are left out. Not when the code
+        # shown opens with imports itself (then they are the region's own, answered in place).
+        imports, code = leading_imports(code, spec) if not leading_imports(job.region, spec)[0] else ([], code)
         code = unwrap_enclosing_class(code, target.containers)
         code, left_out = cut_copies(code, spec, target, existing)
         extra, helpers = _judged(code, spec, target, existing)
@@ -628,9 +631,7 @@ class Rewriter:
         new_end = target.start + len(new_region.encode("utf-8"))
         errors = introduced_errors(job.old_errors, new_tree, target.end, new_end)
         edits = text_edits(job.region, new_region, start_char)
-        # Imports the answer opens with go where the file's imports are, not above the function (inside a class,
-        # a method's body would not even see them); those the file has already are left out.
-        present = set(file_imports(job.tree, spec))
+        present = set(file_imports(job.tree, spec, outside=(target.start, target.end)))
         imports = [i for i in dict.fromkeys(imports) if i not in present]
         if imports:
             at, block = import_insertion(job.data, job.tree, spec, target.start, imports)
