@@ -20,7 +20,16 @@ from pathlib import Path
 import pathspec
 
 from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, language_for
-from .rewrite import Progress, RewriteError, Rewriter, SourceFile, unified_diff, writable_target, write_atomically
+from .rewrite import (
+    Progress,
+    RewriteError,
+    Rewriter,
+    SourceFile,
+    moved,
+    unified_diff,
+    writable_target,
+    write_atomically,
+)
 
 NOT_FUNCTIONS = CLASS_LIKE | {"type_spec", "struct_item", "enum_item", "interface_declaration"}
 DEFAULT_STATE = ".editspec-batch.json"
@@ -195,8 +204,10 @@ def rewrite_source(
     targets = definitions(current.encode("utf-8"), language)
     chosen = set(wanted)
     step_cost = rewriter.decoder.verify_seconds[1] if rewriter.decoder.verify_seconds else 0.0
-    # Bottom-up: rewriting a later function never moves an earlier one.
-    for target in reversed([t for t in targets if (t.name, t.line) in chosen]):
+    # Bottom-up: rewriting a later function never moves an earlier one (but for the imports it adds: `moved`).
+    pending = list(reversed([t for t in targets if (t.name, t.line) in chosen]))
+    while pending:
+        target = pending.pop(0)
         snapshot = SourceFile(source.path, source.raw, current, source.crlf)
         try:
             result = rewriter.rewrite(snapshot, language, target, instruction, on_progress)
@@ -215,6 +226,7 @@ def rewrite_source(
             continue
         changed = result.new_text != current
         current = result.new_text
+        pending = [moved(t, result) for t in pending]
         outcome.rewritten += changed
         _notify(on_function, target.name, "rewritten" if changed else "unchanged", result.stats.generated_tokens)
     if current == source.text and outcome.failures and not outcome.rewritten:

@@ -371,14 +371,16 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
     --show, --trace per function), rewritten bottom-up in one process so that they share the file's prompt
     prefix; the accepted ones are written together, once, atomically."""
     from .display import LiveProgress, show_pieces, summary_line
-    from .rewrite import FileChanged, RewriteError, Rewriter, SourceFile, unified_diff, write_atomically
+    from .rewrite import FileChanged, RewriteError, Rewriter, SourceFile, moved, unified_diff, write_atomically
 
     force, quiet = opts["force"], opts["quiet"]
     rewriter = Rewriter(decoder, opts["context_tokens"], finish_refused=force, second_look=opts["second_look"])
     current, results, refused, failed = source.text, [], [], []
     interactive = err.is_terminal and not quiet
-    # Bottom-up: rewriting a later function never moves an earlier one, so every target's offsets still hold.
-    for target in sorted(targets, key=lambda t: t.start, reverse=True):
+    # Bottom-up: rewriting a later function never moves an earlier one (but for the imports it adds: `moved`).
+    pending = sorted(targets, key=lambda t: t.start, reverse=True)
+    while pending:
+        target = pending.pop(0)
         snapshot = SourceFile(source.path, source.raw, current, source.crlf)
         try:
             with LiveProgress(err, f"{target.name} (lines {target.line}-{target.end_line})", interactive) as bar:
@@ -397,6 +399,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
             refused.append(target.name)
         else:
             current = result.new_text
+            pending = [moved(t, result) for t in pending]
         results.append(result)
         if opts["trace_path"]:
             from .trace import render_html

@@ -163,6 +163,7 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path,
             new_region=result.new_region,  # kept in --json, refused or not: what the model wrote
             second_look=bool(result.second_look),  # the answer is a fork of one that wrote the code back
             written_back=result.unchanged,  # the answer is the code as it was (after any second look)
+            imports=result.imports,  # import statements the answer added to the file's imports
         )
         apply_rewrite(result)
     except ResultRefused as e:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import copy
+import dataclasses
 import difflib
 import hashlib
 import os
@@ -374,6 +375,7 @@ class RewriteResult:
     helpers: list[str] = field(default_factory=list)  # new definitions written beside it (accepted)
     left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
     imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
+    imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
     defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
@@ -638,6 +640,9 @@ class Rewriter:
             at = len(job.data[: min(at, target.start)].decode("utf-8"))
             new_text = new_text[:at] + block + new_text[at:]
             edits = [TextEdit(at, at, block), *edits]
+            imports_at = (len(new_text[:at].encode("utf-8")), block)
+        else:
+            imports_at = (0, "")
         return RewriteResult(
             source=job.source,
             language=spec.name,
@@ -655,6 +660,7 @@ class Rewriter:
             helpers=helpers,
             left_out=left_out,
             imports=imports,
+            imports_at=imports_at,
             unchanged=written_back(dedent(job.region, job.indent), code, spec),
             defines_nothing=defines_nothing(dedent(job.region, job.indent), code, spec),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats, self.decoder.verify_seconds),
@@ -826,6 +832,25 @@ def _keep_state(backend) -> None:
     """Keep the backend's KV state in its (the forks') prefix cache: a paused fork goes on without re-reading."""
     if backend.prefix_cache is not None and backend.tokens and hasattr(backend, "save_state"):
         backend.prefix_cache.put(backend.tokens, backend.save_state())
+
+
+def moved(target: Definition, result: RewriteResult) -> Definition:
+    """Where a definition above the rewritten one is in the result's text. Rewriting a definition never moves what
+    is above it, but for the imports it adds: those move down what follows them. (Several definitions of a file are
+    rewritten bottom-up, each in the text the one before left.)"""
+    at, block = result.imports_at
+    if not block or target.start < at:
+        return target
+    shift, lines = len(block.encode("utf-8")), block.count("\n")
+    return dataclasses.replace(
+        target,
+        start=target.start + shift,
+        end=target.end + shift,
+        node_start=target.node_start + shift,
+        node_end=target.node_end + shift,
+        line=target.line + lines,
+        end_line=target.end_line + lines,
+    )
 
 
 def answer_code(result: RewriteResult) -> str:

@@ -411,3 +411,29 @@ def test_a_file_without_imports_gets_them_at_the_top(tmp_path, scripted_model, h
     assert "\r\n" in written and "\n" not in written.replace("\r\n", "")
     expected = expected_head + body.replace("def __init__(self, w, h):", "def __init__(self, w: Any, h: Any) -> None:")
     assert written.replace("\r\n", "\n") == expected
+
+
+# Both functions of TWO at once: `total` (rewritten first, bottom-up) adds an import above `Rect`.
+BOTH_HINTS = scripted(
+    ("def total(xs):", "from typing import List\n\n\ndef total(xs: List[int]) -> int:"),
+    ("def __init__(self, w, h):", "def __init__(self, w: int, h: int) -> None:"),
+)
+BOTH_HINTED = (
+    TWO.replace("import math\n", "import math\nfrom typing import List\n")
+    .replace("def total(xs):", "def total(xs: List[int]) -> int:")
+    .replace("def __init__(self, w, h):", "def __init__(self, w: int, h: int) -> None:")
+)
+
+
+def test_several_functions_when_a_later_one_adds_imports_above_an_earlier_one(two):
+    """The earlier function moved down by the import line: it is rewritten where it now is, not a line above."""
+    result = run(str(two), "-f", "Rect.__init__", "-f", "total", "-i", BOTH_HINTS, "--apply")
+    assert result.exit_code == 0, result.output
+    assert two.read_text() == BOTH_HINTED
+
+
+def test_batch_when_a_later_function_adds_imports_above_an_earlier_one(two, monkeypatch):
+    monkeypatch.chdir(two.parent)
+    result = CliRunner().invoke(main, ["batch", ".", "-i", BOTH_HINTS, "-q", "--apply", "--state", "../s.json"])
+    assert result.exit_code == 0, result.output
+    assert two.read_text() == BOTH_HINTED
