@@ -85,6 +85,14 @@ def changed_span(old: str, new: str) -> tuple[int, int, int]:
     return a, len(old) - lo, len(new) - lo
 
 
+def apply_edits(doc: TextDocument, text: str, edits: list[types.TextEdit]) -> str:
+    """`text` with the edits of one workspace edit applied, as an editor does: every range is of `text` as it was
+    (so the last one in the text goes first; they do not overlap)."""
+    for edit in sorted(edits, key=lambda e: (e.range.start.line, e.range.start.character), reverse=True):
+        text = apply_edit(doc, text, edit)
+    return text
+
+
 def apply_edit(doc: TextDocument, text: str, edit: types.TextEdit) -> str:
     """`text` with an LSP edit applied as an editor applies it (positions in the document's encoding)."""
     from .documents import LspTextDocument

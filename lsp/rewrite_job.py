@@ -69,7 +69,8 @@ class RewriteJob:
         self.indent = common_indent(positions.split_lines(self.original.replace("\r\n", "\n")))
         self.lost = False  # the user edited inside the region: stop, keep their text
         self.pending: str | None = None  # the region our edit in flight will make
-        self.sent: tuple[types.TextEdit, str] | None = None  # that edit, and the document it was computed on
+        self.sent: tuple[list[types.TextEdit], str] | None = None  # its edits, and the document they were made on
+        self.head = ""  # imports the final edit puts at the region's start (once widened to the document's imports)
         self.stale: tuple[str, str] | None = None  # (before, after): the editor applied our edit out of date
         self.repairing: str | None = None  # the document our repair of a stale edit will make
         self.changed = asyncio.Event()
@@ -118,21 +119,20 @@ class RewriteJob:
         meanwhile, at the wrong place. Recognise that (the edit applied to `old` gives `new`) to undo it."""
         if self.sent is None or self.sent[1] == old:
             return False
-        edit = self.sent[0]
         doc = self.server.workspace.get_text_document(self.uri)
         try:
-            return positions.apply_edit(doc, old, edit) == new
+            return positions.apply_edits(doc, old, self.sent[0]) == new
         except positions.OutsideDocument:
             return False
 
-    def _applied_to_no_effect(self, edit: types.TextEdit, sent_on: str) -> bool:
+    def _applied_to_no_effect(self, edits: list[types.TextEdit], sent_on: str) -> bool:
         """The editor says it applied our edit, but the document changed otherwise since we sent it, and our
         edit applied to it now changes nothing: it was applied out of date (no versions), to no effect."""
         doc = self.server.workspace.get_text_document(self.uri)
         if doc.source == sent_on:
             return False
         try:
-            return positions.apply_edit(doc, doc.source, edit) == doc.source
+            return positions.apply_edits(doc, doc.source, edits) == doc.source
         except positions.OutsideDocument:
             return False
 
@@ -145,16 +145,16 @@ class RewriteJob:
         with contextlib.suppress(asyncio.TimeoutError):
             await asyncio.wait_for(self.changed.wait(), timeout)
 
-    async def _apply(self, edit: types.TextEdit, label: str | None) -> bool:
-        """Send one edit; True only for a well-formed "applied" answer. An editor that does not answer in time
-        is taken not to have applied it (and is never waited on for good)."""
+    async def _apply(self, edits: list[types.TextEdit], label: str | None) -> bool:
+        """Send one workspace edit; True only for a well-formed "applied" answer. An editor that does not answer in
+        time is taken not to have applied it (and is never waited on for good)."""
         doc = self.server.workspace.get_text_document(self.uri)
         caps = self.server.client_capabilities.workspace
         if caps and caps.workspace_edit and caps.workspace_edit.document_changes:
             where = types.OptionalVersionedTextDocumentIdentifier(uri=self.uri, version=doc.version)
-            change = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(where, [edit])])
+            change = types.WorkspaceEdit(document_changes=[types.TextDocumentEdit(where, edits)])
         else:
-            change = types.WorkspaceEdit(changes={self.uri: [edit]})
+            change = types.WorkspaceEdit(changes={self.uri: edits})
         request = self.server.workspace_apply_edit_async(types.ApplyWorkspaceEditParams(edit=change, label=label))
         try:
             result = await asyncio.wait_for(request, self.apply_timeout)
@@ -167,23 +167,36 @@ class RewriteJob:
             return False
         return isinstance(result, types.ApplyWorkspaceEditResult) and result.applied is True
 
+    def _edits(self, doc, new: str) -> list[types.TextEdit]:
+        """The edits that turn the region into `new`: where it changes, and apart from that the imports at the
+        region's start (`head`, once widened to them), so that the text between is never written over with itself."""
+        old_head = self.head if self.head and self.current.startswith(self.head) else ""
+        new_head = self.head if self.head and new.startswith(self.head) else ""
+        edits = []
+        if old_head != new_head:
+            edits.append(types.TextEdit(positions.range_at(doc, self.start, self.start + len(old_head)), new_head))
+        at, rest = self.start + len(old_head), new[len(new_head) :]
+        a, old_b, new_b = positions.changed_span(self.current[len(old_head) :], rest)
+        if old_b > a or new_b > a:
+            edits.append(types.TextEdit(positions.range_at(doc, at + a, at + old_b), rest[a:new_b]))
+        return edits
+
     async def _replace_region(self, new: str, label: str | None = None, attempts: int = 1) -> bool:
-        """Turn the document's region into `new` with one edit; True when the editor applied it and the
+        """Turn the document's region into `new` with one workspace edit; True when the editor applied it and the
         document has it. An edit refused because the document moved on is computed again (`attempts`)."""
         for _ in range(attempts):
             self._check()
             if new == self.current:
                 return True
             doc = self.server.workspace.get_text_document(self.uri)
-            a, old_b, new_b = positions.changed_span(self.current, new)
-            edit = types.TextEdit(positions.range_at(doc, self.start + a, self.start + old_b), new[a:new_b])
+            edits = self._edits(doc, new)
             doc_text = doc.source
-            self.pending, self.sent, self.stale = new, (edit, doc_text), None
+            self.pending, self.sent, self.stale = new, (edits, doc_text), None
             try:
-                applied = await self._apply(edit, label)
+                applied = await self._apply(edits, label)
                 deadline = time.monotonic() + self.apply_timeout
                 while applied and self.pending is not None and self.stale is None and not self.lost:
-                    if self._applied_to_no_effect(edit, doc_text):
+                    if self._applied_to_no_effect(edits, doc_text):
                         applied = False  # out of date, where it changed nothing: compute it again
                         break
                     if time.monotonic() > deadline:  # applied, says the editor, but the document never showed it
@@ -212,7 +225,7 @@ class RewriteJob:
         edit = types.TextEdit(positions.range_at(doc, a, old_b), before[a:new_b])
         self.repairing = before
         log.warning("the editor applied an edit to a document it had changed meanwhile; undoing it")
-        applied = await self._apply(edit, "editspec: undo an out-of-date edit")
+        applied = await self._apply([edit], "editspec: undo an out-of-date edit")
         deadline = time.monotonic() + self.apply_timeout
         while applied and self.repairing is not None and not self.lost and time.monotonic() < deadline:
             await self._wait_for_change(deadline - time.monotonic())
@@ -308,8 +321,9 @@ class RewriteJob:
 
     def _widen_to_imports(self, imports: list[str]) -> str:
         """The answer's new imports go where the document's imports are (as `editspec rewrite` puts them): the
-        region grows up to that line, so that the final edit writes them and the function at once (and a restore
-        takes both back). Returns what the region's new text starts with: the imports, then the text between."""
+        region grows up to that line, so that one workspace edit writes them and the function at once (two text
+        edits: the text between is left alone), and a restore takes both back. Returns what the region's new text
+        starts with: the imports, then the text between."""
         doc_text = self.server.workspace.get_text_document(self.uri).source
         lf = doc_text.replace("\r\n", "\n").encode("utf-8")
         before = len(doc_text[: self.start].replace("\r\n", "\n").encode("utf-8"))
@@ -317,7 +331,8 @@ class RewriteJob:
         start = positions.from_lf_offset(doc_text, len(lf[: min(at, before)].decode("utf-8")))
         between = doc_text[start : self.start]
         self.start, self.original, self.current = start, between + self.original, between + self.current
-        return positions.with_newline(block, self.newline) + between
+        self.head = positions.with_newline(block, self.newline)
+        return self.head + between
 
     async def _restore(self) -> None:
         """Put the function back exactly as it was (unless the user has edited inside it)."""

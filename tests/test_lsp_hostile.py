@@ -206,6 +206,13 @@ def test_imports_the_answer_opens_with_go_to_the_document_s_imports(make_client,
     assert c.editor.text(URI) == CLASS.replace("import math\r\n", "import math\r\nfrom typing import List\n").replace(
         "def total(self, values):", "def total(self, values: List[int]) -> int:"
     )
+    (final,) = c.editor.applied[-1]["edit"]["documentChanges"]
+    insert, change = final["edits"]  # two text edits: the lines between (`class Acc:`) are not written over
+    assert insert == {
+        "range": {"start": {"line": 1, "character": 0}, "end": {"line": 1, "character": 0}},
+        "newText": "from typing import List\n",
+    }
+    assert change["range"]["start"]["line"] == 4 and "class Acc" not in change["newText"]
 
 
 def test_a_cancelled_rewrite_with_imports_leaves_the_document_as_it_was(make_client):
