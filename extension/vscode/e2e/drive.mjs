@@ -145,7 +145,13 @@ try {
     if (Date.now() - started > 240000) throw new Error("the rewrite did not finish within 240 s");
     await sleep(25);
   }
-  await sleep(500);
+  // The final edit can reach the screen just after the progress closes (seen once in CI, on a busy machine): keep
+  // reading the editor for a second, so that the last state is what it settles on.
+  for (let i = 0; i < 20; i++) {
+    await sleep(50);
+    const text = await editorText(page);
+    if (text !== null && text !== (states.length ? states[states.length - 1] : original)) states.push(text);
+  }
   const afterRewrite = await savedText(page);
   log("rewrite done", { states: states.length, seconds: (Date.now() - started) / 1000 });
 
