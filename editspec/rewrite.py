@@ -578,6 +578,7 @@ class Rewriter:
             region=region,
             indent=indent,
             n_context=n_context,
+            opens_with_imports=bool(leading_imports(region, spec)[0]),
             existing={
                 d.simple_name for d in definitions(data, spec, tree) if (d.start, d.end) != (target.start, target.end)
             },
@@ -618,7 +619,7 @@ class Rewriter:
         # Imports the answer opens with go where the file's imports are, not above the function (inside a class,
         # a method's body would not even see them); those the file has already are left out. Not when the code
         # shown opens with imports itself (then they are the region's own, answered in place).
-        imports, code = leading_imports(code, spec) if not leading_imports(job.region, spec)[0] else ([], code)
+        imports, code = leading_imports(code, spec) if not job.opens_with_imports else ([], code)
         code = unwrap_enclosing_class(code, target.containers)
         code, left_out = cut_copies(code, spec, target, existing)
         extra, helpers = _judged(code, spec, target, existing)
@@ -873,6 +874,7 @@ class _Job:
     region: str
     indent: str
     n_context: int
+    opens_with_imports: bool  # the code shown opens with import statements of its own
     existing: set[str]
     on_progress: ProgressCallback | None
 
