@@ -33,6 +33,10 @@ def table_console() -> Console:
     return console if console.is_terminal else Console(width=160)
 
 
+# A preview (no --apply) of a result --apply would refuse exits as --apply would, so that a script can tell.
+REFUSED_PREVIEW = "refused: --apply would not write this (see the warning; --force writes it)"
+
+
 def fail(message: str, code: int) -> None:
     err.print(f"[bold red]editspec:[/] {escape(message)}", highlight=False, soft_wrap=True)
     sys.exit(code)
@@ -345,6 +349,8 @@ def rewrite(
             err.print("no change; file left as it was")
         elif not quiet:
             err.print(f"wrote {source.path}")
+    elif problem and not force:
+        fail(REFUSED_PREVIEW, EXIT_UNPARSABLE)
 
 
 def print_notes(result, quiet: bool) -> None:
@@ -436,6 +442,8 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
             err.print("no change; file left as it was")
         if refused:
             fail(f"not written: {', '.join(refused)} (see the warnings; --force writes them)", EXIT_UNPARSABLE)
+    elif refused:
+        fail(f"{', '.join(refused)}: {REFUSED_PREVIEW}", EXIT_UNPARSABLE)
     if failed:
         sys.exit(EXIT_INPUT)
 

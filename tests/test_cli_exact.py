@@ -116,9 +116,11 @@ def test_several_functions_a_class_among_them(two):
 
 def test_several_functions_refuse_per_function_as_one_does(two):
     diff = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT)
-    assert diff.exit_code == 0, diff.output  # no --apply: the diff of what would be written, and a warning
+    # No --apply: the diff of what would be written, a warning, and the exit --apply would give (for scripts).
+    assert diff.exit_code == EXIT_UNPARSABLE, diff.output
     assert "+    # r" in diff.stdout and "class Rect:\n+    pass" not in diff.stdout
     assert "total: the model wrote more than total" in diff.stderr
+    assert "total: refused: --apply would not write this" in diff.stderr
 
     applied = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT, "--apply")
     assert applied.exit_code == EXIT_UNPARSABLE, applied.output
@@ -274,6 +276,21 @@ def test_an_answer_with_no_definition_is_refused(two):
         assert two.read_text() == TWO
     forced = run(str(two), "-f", "total", "-i", scripted((body, "# total: see below")), "--apply", "--force")
     assert forced.exit_code == 0 and "def total" not in two.read_text()  # --force writes what it is told
+
+
+def test_a_preview_of_a_refused_result_exits_as_apply_would(two):
+    """Without --apply nothing is written either way, but a script must be able to tell a refused result: the diff
+    and the warning, then exit 5; --force takes the result, and a preview of an accepted one exits 0."""
+    for extra in ([], ["--json"], ["--show"]):
+        result = run(str(two), "-f", "total", "-i", COPIES_RECT, *extra)
+        assert result.exit_code == EXIT_UNPARSABLE, (extra, result.output)
+        assert "refused: --apply would not write this" in result.stderr
+        assert two.read_text() == TWO
+    assert "+class Rect:" in run(str(two), "-f", "total", "-i", COPIES_RECT).stdout  # the diff is shown all the same
+    assert json.loads(run(str(two), "-f", "total", "-i", COPIES_RECT, "--json").stdout)["problem"]
+    forced = run(str(two), "-f", "total", "-i", COPIES_RECT, "--force")
+    assert forced.exit_code == 0 and "refused" not in forced.stderr, forced.output
+    assert run(str(two), "-f", "total", "-i", USE_SUM).exit_code == 0
 
 
 def test_interrupted_is_130_and_nothing_written(two, monkeypatch):
