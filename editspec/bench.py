@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from . import oracle, peer, prompts
+from . import calibration, oracle, peer, prompts
 from .backend import LlamaBackend
 from .decoding import DecodeOptions, Decoder
 from .models import extra_buffers_allowed
@@ -262,7 +262,8 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
     data_path = find_data(data)
     backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
     threads = backend.n_threads
-    progress("calibrating verify cost (cached after the first run)")
+    if not calibration.is_cached(backend):
+        progress("measuring what a verify pass costs on this machine (once per model file and thread count)")
     runners: dict[str, Callable[[Case, Callable], Run]] = {}
     lookup = Decoder(backend, DecodeOptions())
     plain_engine = Decoder(backend, DecodeOptions(speculate=False))

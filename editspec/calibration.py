@@ -50,18 +50,29 @@ def measure_verify_seconds(backend, repeats: int = 5) -> list[float]:
     return costs
 
 
+def _cached(backend) -> list[float] | None:
+    key = json.dumps(backend.identity(), sort_keys=True)
+    try:
+        entry = json.loads(cache_file().read_text()).get(key)
+    except (OSError, ValueError, AttributeError):
+        return None
+    return entry if isinstance(entry, list) and len(entry) == MAX_PASS + 1 else None
+
+
+def is_cached(backend) -> bool:
+    """Whether this backend's verify costs are measured already (else `verify_seconds` measures them first: about
+    a minute for the coder model on 2 cores)."""
+    return _cached(backend) is not None
+
+
 def verify_seconds(backend, refresh: bool = False) -> list[float]:
     """The cached calibration for this backend, measuring it first if needed."""
-    key = json.dumps(backend.identity(), sort_keys=True)
-    path = cache_file()
-    try:
-        cached = json.loads(path.read_text())
-    except (OSError, ValueError):
-        cached = {}
-    if not refresh and isinstance(cached.get(key), list) and len(cached[key]) == MAX_PASS + 1:
-        return cached[key]
+    cached = None if refresh else _cached(backend)
+    if cached is not None:
+        return cached
     costs = measure_verify_seconds(backend)
-    _atomic_update(path, key, costs)  # a read-only home only costs a re-measurement next time
+    # A read-only home only costs a re-measurement next time.
+    _atomic_update(cache_file(), json.dumps(backend.identity(), sort_keys=True), costs)
     return costs
 
 

@@ -159,6 +159,12 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
         raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
 
 
+def calibrating_note() -> None:
+    err.print(
+        "measuring what a verify pass costs on this machine (once per model file and thread count)…", highlight=False
+    )
+
+
 def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = False):
     from .decoding import DecodeOptions, open_decoder
     from .display import PrepareBar
@@ -177,6 +183,7 @@ def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = Fal
                 prompts_on_disk=prompts_on_disk,
                 gpu_layers=d.gpu_layers,
                 on_prepare=bar.update,
+                on_calibrate=None if quiet else calibrating_note,
             )
     except ModelError as e:
         fail(str(e), EXIT_MODEL)

@@ -176,14 +176,16 @@ def open_decoder(
     prompts_on_disk: bool = False,
     gpu_layers: int | None = None,
     on_prepare=None,
+    on_calibrate=None,
     verify_seconds=None,
     policy_state=None,
 ) -> Decoder:
     """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with.
     `model`: a name or a GGUF path (None: $EDITSPEC_MODEL, else `coder`); `draft_model` likewise (None:
     $EDITSPEC_DRAFT_MODEL, else none); `gpu_layers` go to both; `on_prepare(done, total)` while a named model is
-    assembled on first use. `prompts_on_disk`: kept prompt states go to editspec's cache too (as many MB as
-    `prefix_cache_mb` again), where a later process on the same model file finds them."""
+    assembled on first use; `on_calibrate()` once before this machine's verify costs are measured (the first run
+    of a model file and thread count). `prompts_on_disk`: kept prompt states go to editspec's cache too (as many
+    MB as `prefix_cache_mb` again), where a later process on the same model file finds them."""
     from .backend import LlamaBackend
     from .models import DRAFT_MODEL_ENV, prompt_states_dir, resolve_model_path
 
@@ -201,4 +203,10 @@ def open_decoder(
     if draft_model:
         path = resolve_model_path(draft_model, DRAFT_MODEL_ENV, progress=on_prepare)
         draft = LlamaBackend(path, n_ctx=backend.n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)
+    # What the Decoder will measure: the target's pass costs when it speculates on costs of its own, a draft
+    # model's step in any case.
+    target_measured = (options is None or options.speculate) and verify_seconds is None
+    to_measure = [b for b, measured in ((backend, target_measured), (draft, draft is not None)) if measured]
+    if on_calibrate is not None and not all(calibration.is_cached(b) for b in to_measure):
+        on_calibrate()
     return Decoder(backend, options, draft_backend=draft, verify_seconds=verify_seconds, policy_state=policy_state)

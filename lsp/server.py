@@ -80,6 +80,7 @@ class EditSpecServer(LanguageServer):
         self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editspec-load")
         self.model_busy = asyncio.Lock()  # one model, one context: rewrites in different documents queue
         self.preparing: tuple[int, int] | None = None  # (bytes, of bytes) while a named model is assembled
+        self.calibrating = False  # this machine's verify costs are being measured (after the model is loaded)
         self._read_ahead_key: tuple | None = None
         self._read_ahead_task: asyncio.Task | None = None
         # Parsing runs here, never on the event loop; the last parse of each document is kept by version.
@@ -168,6 +169,7 @@ class EditSpecServer(LanguageServer):
             key = self.settings.model_key
             if self._model is None or self._model_key != key:
                 s = self.settings
+                self.preparing, self.calibrating = None, False
                 options = DecodeOptions(temperature=s.temperature, max_tokens=s.max_tokens)
                 self._model = self._loader.submit(
                     open_decoder,
@@ -178,6 +180,7 @@ class EditSpecServer(LanguageServer):
                     prefix_cache_mb=s.prefix_cache_mb,
                     gpu_layers=s.gpu_layers,
                     on_prepare=self._on_prepare,
+                    on_calibrate=self._on_calibrate,
                 )
                 self._model_key = key
             return self._model
@@ -195,10 +198,17 @@ class EditSpecServer(LanguageServer):
         """Called from the loading thread while the model is assembled; the warm start reports it."""
         self.preparing = (done, total)
 
+    def _on_calibrate(self) -> None:
+        """Called from the loading thread before this machine's verify costs are measured (once per model file)."""
+        self.calibrating = True
+
     async def loading_message(self, loading: concurrent.futures.Future, report) -> None:
-        """Report the model's assembly (the coder model's first use) until loading is done."""
+        """Report the model's assembly (the coder model's first use) and the measuring of this machine's verify
+        costs (its first run) until loading is done."""
         while not loading.done():
-            if self.preparing is not None:
+            if self.calibrating:
+                report("measuring what a verify pass costs on this machine (once)", None)
+            elif self.preparing is not None:
                 done, total = self.preparing
                 if done < total:
                     report(

@@ -192,3 +192,23 @@ def test_cancel_without_an_argument_cancels_every_rewrite_and_documents_queue(ma
     first, second = c.rewrite(URI, 4, 4, SLOW_EDIT), c.rewrite(OTHER, 4, 4, USE_SUM)
     assert c.response(first)["result"]["applied"] and c.response(second)["result"]["applied"]
     assert c.editor.text(URI) == HEAD + SLOW and c.editor.text(OTHER) == HEAD + SUM
+
+
+async def test_the_warm_start_says_when_it_measures_this_machine():
+    """While the loading thread measures this machine's verify costs (a model file's first run), the warm start's
+    progress says so instead of "loading the model"."""
+    import asyncio
+    import concurrent.futures
+
+    from lsp.server import EditSpecServer
+
+    ls = EditSpecServer()
+    loading: concurrent.futures.Future = concurrent.futures.Future()
+    reports = []
+    watcher = asyncio.ensure_future(ls.loading_message(loading, lambda message, pct: reports.append(message)))
+    await asyncio.sleep(0.3)
+    ls._on_calibrate()
+    await asyncio.sleep(0.3)
+    loading.set_result(None)
+    await watcher
+    assert reports == ["measuring what a verify pass costs on this machine (once)"] * len(reports) and reports

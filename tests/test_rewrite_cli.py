@@ -328,3 +328,26 @@ def test_code_holding_a_chat_template_s_control_text_is_read_as_text(backend):
     assert code.rstrip() in backend.detokenize(tokens)  # control tokens have no text: the code is there as text
     # Any other code reads exactly as the whole prompt read at once (so kept prompt states still match).
     assert plain == backend.tokenize(prompts.edit_prompt(backend, other, "Add type hints."))
+
+
+def test_the_first_run_says_it_measures_this_machine(source, tmp_path, monkeypatch):
+    """Measuring what verify passes cost takes a while on a model file's first run (about a minute for the coder
+    model on 2 cores): the user is told, that once; plain decoding measures nothing and says nothing."""
+    import editspec.calibration
+
+    costs = tmp_path / "cache" / "verify-costs.json"
+    monkeypatch.setattr(editspec.calibration, "cache_file", lambda: costs)
+
+    def rewrite(*extra):
+        args = ["rewrite", str(source), "-f", "total", "-i", "Use the built-in sum.", "--max-tokens", "40", *extra]
+        return CliRunner().invoke(main, args)
+
+    note = "measuring what a verify pass costs on this machine"
+    plain = rewrite("--no-speculation")
+    assert plain.exit_code == 0 and note not in plain.stderr and not costs.exists(), plain.output
+    quiet = rewrite("-q")
+    assert quiet.exit_code == 0 and note not in quiet.stderr and costs.is_file(), quiet.output
+    costs.unlink()
+    first, second = rewrite(), rewrite()
+    assert first.exit_code == 0 and note in first.stderr, first.output
+    assert second.exit_code == 0 and note not in second.stderr, second.output
