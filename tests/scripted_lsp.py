@@ -9,7 +9,7 @@ from tests.scripted import scripted_decoder
 
 
 def open_decoder(model=None, draft_model=None, *, options=None, **kwargs):
-    wanted = {k: v for k, v in kwargs.items() if k != "on_prepare"}
+    wanted = {k: v for k, v in kwargs.items() if k not in ("on_prepare", "on_calibrate")}  # callbacks: not settings
     wanted.update(model=model, draft_model=draft_model, max_tokens=options.max_tokens if options else None)
     print("scripted open_decoder: " + json.dumps(wanted, sort_keys=True), file=sys.stderr, flush=True)
     return scripted_decoder(options)
