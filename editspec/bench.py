@@ -262,10 +262,8 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
     data_path = find_data(data)
     backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
     threads = backend.n_threads
-    if not calibration.is_cached(backend):
-        progress("measuring what a verify pass costs on this machine (once per model file and thread count)")
     runners: dict[str, Callable[[Case, Callable], Run]] = {}
-    lookup = Decoder(backend, DecodeOptions())
+    lookup = Decoder(backend, DecodeOptions(), on_calibrate=lambda: progress(calibration.MEASURING))
     plain_engine = Decoder(backend, DecodeOptions(speculate=False))
     is_end = backend.is_end_of_generation
     for name in methods:

@@ -50,29 +50,28 @@ def measure_verify_seconds(backend, repeats: int = 5) -> list[float]:
     return costs
 
 
-def _cached(backend) -> list[float] | None:
-    key = json.dumps(backend.identity(), sort_keys=True)
+MEASURING = "measuring what a verify pass costs on this machine (once per model file and thread count)"
+
+
+def identity_key(backend) -> str:
+    """What a calibration (and what rewrites taught) is kept under: the backend's identity."""
+    return json.dumps(backend.identity(), sort_keys=True)
+
+
+def verify_seconds(backend, refresh: bool = False, on_measure=None) -> list[float]:
+    """The cached calibration for this backend, measuring it first if needed (`on_measure()` just before: about a
+    minute for the coder model on 2 cores)."""
+    key = identity_key(backend)
     try:
-        entry = json.loads(cache_file().read_text()).get(key)
+        cached = json.loads(cache_file().read_text()).get(key)
     except (OSError, ValueError, AttributeError):
-        return None
-    return entry if isinstance(entry, list) and len(entry) == MAX_PASS + 1 else None
-
-
-def is_cached(backend) -> bool:
-    """Whether this backend's verify costs are measured already (else `verify_seconds` measures them first: about
-    a minute for the coder model on 2 cores)."""
-    return _cached(backend) is not None
-
-
-def verify_seconds(backend, refresh: bool = False) -> list[float]:
-    """The cached calibration for this backend, measuring it first if needed."""
-    cached = None if refresh else _cached(backend)
-    if cached is not None:
+        cached = None
+    if not refresh and isinstance(cached, list) and len(cached) == MAX_PASS + 1:
         return cached
+    if on_measure is not None:
+        on_measure()
     costs = measure_verify_seconds(backend)
-    # A read-only home only costs a re-measurement next time.
-    _atomic_update(cache_file(), json.dumps(backend.identity(), sort_keys=True), costs)
+    _atomic_update(cache_file(), key, costs)  # a read-only home only costs a re-measurement next time
     return costs
 
 
@@ -104,7 +103,7 @@ class LearnedState:
     saved after every request, so that a short answer does not pay for learning again."""
 
     def __init__(self, backend):
-        self.key = json.dumps(backend.identity(), sort_keys=True)
+        self.key = identity_key(backend)
 
     def load(self) -> dict:
         try:

@@ -160,9 +160,9 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
 
 
 def calibrating_note() -> None:
-    err.print(
-        "measuring what a verify pass costs on this machine (once per model file and thread count)…", highlight=False
-    )
+    from .calibration import MEASURING
+
+    err.print(f"{MEASURING}…", highlight=False)
 
 
 def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = False):

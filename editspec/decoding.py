@@ -45,17 +45,39 @@ def check_same_vocabulary(target, draft) -> None:
             )
 
 
+def _once(fn):
+    """`fn` called at most once (None stays None)."""
+    if fn is None:
+        return None
+    called = []
+
+    def once():
+        if not called:
+            called.append(True)
+            fn()
+
+    return once
+
+
 class Decoder:
     """A target model (and optional draft model) ready to decode with the chosen options."""
 
     def __init__(
-        self, backend, options: DecodeOptions | None = None, draft_backend=None, verify_seconds=None, policy_state=None
+        self,
+        backend,
+        options: DecodeOptions | None = None,
+        draft_backend=None,
+        verify_seconds=None,
+        policy_state=None,
+        on_calibrate=None,
     ):
         """`verify_seconds` and `policy_state`: the verify costs and acceptance estimates to plan drafts with,
         fixed, instead of what this machine's calibration and earlier rewrites say (batch workers take the
         driver's, so that every worker drafts, and so writes, exactly as the driver would). Without them the
         decoder learns: it starts from what earlier requests on this model taught (acceptance estimates, and the
-        verify costs the rounds really took, correcting the calibration), and saves it after each request."""
+        verify costs the rounds really took, correcting the calibration), and saves it after each request.
+        `on_calibrate()`: once, before this machine's verify costs are measured (a model file's first run)."""
+        on_calibrate = _once(on_calibrate)  # the target and a draft model may both be measured: told once
         self.backend = backend
         self.options = options or DecodeOptions()
         self._newlines: dict[int, bool] = {}  # token -> its text holds a line break
@@ -68,13 +90,16 @@ class Decoder:
         if not self.options.speculate:
             self.verify_seconds = None
         else:
-            self.verify_seconds = list(verify_seconds) if verify_seconds else calibration.verify_seconds(backend)
+            measured = verify_seconds or calibration.verify_seconds(backend, on_measure=on_calibrate)
+            self.verify_seconds = list(measured)
         self.calibrated = self.verify_seconds
         # Costs are learned online only where the decoder learns: one given its costs keeps them.
         self.costs = calibration.OnlineCosts(self.verify_seconds, state.get("costs")) if self.learning else None
         if self.costs is not None:
             self.verify_seconds = self.costs.costs()
-        self.draft_step_seconds = calibration.verify_seconds(draft_backend)[1] if draft_backend is not None else 0.0
+        self.draft_step_seconds = (
+            calibration.verify_seconds(draft_backend, on_measure=on_calibrate)[1] if draft_backend is not None else 0.0
+        )
         # What the policy learns about acceptance is a property of the model: keep it across requests.
         self.policy = (
             AdaptiveDraftLength(self.verify_seconds, self.draft_step_seconds) if self.options.speculate else None
@@ -203,10 +228,11 @@ def open_decoder(
     if draft_model:
         path = resolve_model_path(draft_model, DRAFT_MODEL_ENV, progress=on_prepare)
         draft = LlamaBackend(path, n_ctx=backend.n_ctx, n_threads=threads, n_gpu_layers=gpu_layers)
-    # What the Decoder will measure: the target's pass costs when it speculates on costs of its own, a draft
-    # model's step in any case.
-    target_measured = (options is None or options.speculate) and verify_seconds is None
-    to_measure = [b for b, measured in ((backend, target_measured), (draft, draft is not None)) if measured]
-    if on_calibrate is not None and not all(calibration.is_cached(b) for b in to_measure):
-        on_calibrate()
-    return Decoder(backend, options, draft_backend=draft, verify_seconds=verify_seconds, policy_state=policy_state)
+    return Decoder(
+        backend,
+        options,
+        draft_backend=draft,
+        verify_seconds=verify_seconds,
+        policy_state=policy_state,
+        on_calibrate=on_calibrate,
+    )

@@ -23,6 +23,7 @@ from pygls.io_ import StdoutWriter
 from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
+from editspec import calibration
 from editspec.decoding import DecodeOptions, Decoder, open_decoder
 from editspec.locate import Definition, LocateError, definitions, find_at, language_for, parse
 from editspec.models import ModelError
@@ -207,7 +208,7 @@ class EditSpecServer(LanguageServer):
         costs (its first run) until loading is done."""
         while not loading.done():
             if self.calibrating:
-                report("measuring what a verify pass costs on this machine (once)", None)
+                report(calibration.MEASURING, None)
             elif self.preparing is not None:
                 done, total = self.preparing
                 if done < total:

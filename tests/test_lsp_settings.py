@@ -200,6 +200,7 @@ async def test_the_warm_start_says_when_it_measures_this_machine():
     import asyncio
     import concurrent.futures
 
+    from editspec import calibration
     from lsp.server import EditSpecServer
 
     ls = EditSpecServer()
@@ -211,4 +212,4 @@ async def test_the_warm_start_says_when_it_measures_this_machine():
     await asyncio.sleep(0.3)
     loading.set_result(None)
     await watcher
-    assert reports == ["measuring what a verify pass costs on this machine (once)"] * len(reports) and reports
+    assert reports == [calibration.MEASURING] * len(reports) and reports
