@@ -69,6 +69,9 @@ class Drafter(Protocol):
 
 
 class DraftLengthPolicy(Protocol):
+    def start(self) -> None:
+        """A new request begins."""
+
     def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
         """How many of `available` drafted tokens to verify (0 = a plain decoding step)."""
 
@@ -257,6 +260,8 @@ def generate(
 
     t0 = clock()
     opening = None
+    if policy is not None:
+        policy.start()
     if drafter is not None:
         drafter.start(prompt)
         if opening_draft > 0 and max_tokens > 1:

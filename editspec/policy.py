@@ -11,6 +11,13 @@ from two things:
 With a(r) the acceptance of a token preceded by a match of r tokens, a draft continuing a run of r yields
 1 + sum_j prod_{i<=j} a(r + i - 1) tokens per pass on average; we pick the k (0 = a plain step) with the
 most tokens per second.
+
+Those estimates come from every earlier request on the model, and a request can differ from them as a whole:
+prose with a few repeated phrases accepts far less after a short match than code does. So each request also
+keeps its own record, tokens accepted against the estimates' expectation for the same tokens, and scales the
+odds of acceptance by that ratio (with REQUEST_WEIGHT tokens of evidence that it is 1): a story whose first
+few copies fail stops drafting after them instead of after dozens, while a request that behaves like the
+estimates (code edits: the ratio stays within a few percent of 1) drafts as before.
 """
 
 from __future__ import annotations
@@ -22,6 +29,8 @@ from collections.abc import Sequence
 RUN_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 PRIOR_WEIGHT = 2.0  # tokens of evidence the prior is worth; real observations soon dominate
 FORGETTING = 0.995  # per observed token: acceptance drifts as generation moves through the file
+REQUEST_WEIGHT = 4.0  # tokens of evidence that a request accepts as the estimates expect
+REQUEST_FACTOR = (0.1, 4.0)  # the bounds of the request's odds ratio
 
 
 def run_bucket(run: int) -> int:
@@ -94,6 +103,16 @@ class AdaptiveDraftLength:
         self.start_successes = [prior_line_start_acceptance(RUN_BUCKETS[b]) * PRIOR_WEIGHT for b in range(n)]
         self.start_trials = [PRIOR_WEIGHT] * n
         self.model_successes, self.model_trials = 0.6 * PRIOR_WEIGHT, PRIOR_WEIGHT
+        self.start()
+
+    def start(self) -> None:
+        """A new request: its own record starts empty (the estimates carry over)."""
+        self.request_accepted = self.request_expected = 0.0
+
+    def request_factor(self) -> float:
+        """How much likelier than the estimates say this request's copies have been accepted, as an odds ratio."""
+        ratio = (self.request_accepted + REQUEST_WEIGHT) / (self.request_expected + REQUEST_WEIGHT)
+        return min(REQUEST_FACTOR[1], max(REQUEST_FACTOR[0], ratio))
 
     def state(self) -> dict:
         """The acceptance estimates, to start the next request (or process) from."""
@@ -148,9 +167,10 @@ class AdaptiveDraftLength:
         if kind == "model":
             alpha = self.model_successes / self.model_trials
             return self._best([alpha**j for j in range(1, limit + 1)], self.draft_step_seconds)
-        survival, s = [], 1.0
+        survival, s, factor = [], 1.0, self.request_factor()
         for j in range(limit):
-            s *= self.acceptance(run + j, j < len(line_starts) and line_starts[j])
+            a = self.acceptance(run + j, j < len(line_starts) and line_starts[j])
+            s *= a * factor / (1.0 - a + a * factor)  # the odds, scaled by this request's record
             survival.append(s)
         return self._best(survival, 0.0)
 
@@ -163,6 +183,8 @@ class AdaptiveDraftLength:
             return
         for j, accepted in enumerate(outcomes):
             b = run_bucket(run + j)
+            self.request_expected += self.acceptance(run + j, j < len(line_starts) and line_starts[j])
+            self.request_accepted += accepted
             if j < len(line_starts) and line_starts[j]:
                 self.start_successes[b] = self.start_successes[b] * FORGETTING + accepted
                 self.start_trials[b] = self.start_trials[b] * FORGETTING + 1.0
@@ -189,6 +211,9 @@ class FixedDraftLength:
 
     def __init__(self, k: int):
         self.k = k
+
+    def start(self) -> None:
+        pass
 
     def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
         return min(self.k, available)

@@ -305,3 +305,21 @@ def test_the_fence_stop_cuts_a_draft_before_the_token_that_closes_the_fence():
     assert stop.tokens_before_stop([5, 6]) == 0
     assert stop.tokens_before_stop([6, 3]) == 2
     assert stop.tokens_before_stop([]) == 0
+
+
+def test_every_request_starts_the_policy_afresh():
+    """generate tells the policy a request begins (its own record of this request's copies), once per call."""
+    starts = []
+
+    class Counting(FixedDraftLength):
+        def start(self):
+            starts.append(len(starts))
+
+    source = sources()["repeated"]
+    backend = FakeBackend(seed=0, source=source)
+    policy = Counting(4)
+    for _ in range(2):
+        generate(
+            backend, [1, 2, *source], GreedyAcceptance(), drafter=PromptLookupDrafter(), policy=policy, max_tokens=8
+        )
+    assert starts == [0, 1]

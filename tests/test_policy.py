@@ -56,3 +56,38 @@ def test_tokens_that_start_a_line_are_trusted_apart():
     assert policy.acceptance(40) > 0.95 > 0.3 > policy.acceptance(40, line_start=True)
     assert policy.choose("lookup", run=40, available=8, line_starts=starts) == 3
     assert policy.choose("lookup", run=40, available=8) == 8  # no line start in the draft: all of it
+
+
+def _taught(run: int, acceptance: float, tokens: int = 300) -> AdaptiveDraftLength:
+    """A policy that earlier requests taught: copies after a match of `run` are accepted at `acceptance`."""
+    policy = AdaptiveDraftLength(COSTS)
+    for i in range(tokens):
+        policy.update("lookup", run=run, n_verified=1, n_accepted=int((i * acceptance) % 1 + acceptance >= 1))
+    policy.start()
+    return policy
+
+
+def test_a_request_whose_copies_fail_stops_drafting_after_a_few():
+    """The estimates (from code) say a copy after an 8-token match holds 90% of the time; a request where such
+    copies keep failing (prose with a repeated phrase) stops drafting after a few free checks, though the
+    estimates have barely moved, and the next request starts from the estimates again."""
+    policy = _taught(run=8, acceptance=0.9)
+    assert policy.choose("lookup", run=8, available=32) > 0
+    for _ in range(6):  # the drafts' first tokens, checked for free against what the target wrote
+        policy.update("lookup", run=8, n_verified=1, n_accepted=0)
+    assert policy.request_factor() < 0.5
+    assert policy.choose("lookup", run=8, available=32) == 0
+    policy.start()  # the estimates alone, with those six failures learned, still draft
+    assert policy.request_factor() == 1.0
+    assert policy.choose("lookup", run=8, available=32) > 0
+
+
+def test_a_request_that_behaves_as_estimated_drafts_as_before():
+    policy = _taught(run=8, acceptance=0.9)
+    untouched = _taught(run=8, acceptance=0.9)
+    for i in range(40):  # accepted 9 times in 10, as the estimates say
+        policy.update("lookup", run=8, n_verified=1, n_accepted=int(i % 10 != 0))
+        untouched.update("lookup", run=8, n_verified=1, n_accepted=int(i % 10 != 0))
+        untouched.start()
+    assert 0.9 < policy.request_factor() < 1.1
+    assert policy.choose("lookup", run=8, available=32) == untouched.choose("lookup", run=8, available=32) > 0
