@@ -14,10 +14,11 @@ most tokens per second.
 
 Those estimates come from every earlier request on the model, and a request can differ from them as a whole:
 prose with a few repeated phrases accepts far less after a short match than code does. So each request also
-keeps its own record, tokens accepted against the estimates' expectation for the same tokens, and scales the
-odds of acceptance by that ratio (with REQUEST_WEIGHT tokens of evidence that it is 1): a story whose first
-few copies fail stops drafting after them instead of after dozens, while a request that behaves like the
-estimates (code edits: the ratio stays within a few percent of 1) drafts as before.
+keeps its own record, tokens accepted against the estimates' expectation for the same tokens, and when it
+falls short scales the odds of acceptance down by that ratio (with REQUEST_WEIGHT tokens of evidence that it
+is 1): a story whose first few copies fail stops drafting after them instead of after dozens, while a request
+that does as well as the estimates (code edits, as a rule) drafts exactly as before. Never up: a request's
+long copies that beat the estimates say nothing about its short matches.
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ RUN_BUCKETS = (0, 1, 2, 3, 4, 6, 8, 12, 16, 24, 32, 48, 64)
 PRIOR_WEIGHT = 2.0  # tokens of evidence the prior is worth; real observations soon dominate
 FORGETTING = 0.995  # per observed token: acceptance drifts as generation moves through the file
 REQUEST_WEIGHT = 4.0  # tokens of evidence that a request accepts as the estimates expect
-REQUEST_FACTOR = (0.1, 4.0)  # the bounds of the request's odds ratio
+REQUEST_FACTOR_FLOOR = 0.1  # the least a request's record scales the odds of acceptance by
 
 
 def run_bucket(run: int) -> int:
@@ -110,9 +111,10 @@ class AdaptiveDraftLength:
         self.request_accepted = self.request_expected = 0.0
 
     def request_factor(self) -> float:
-        """How much likelier than the estimates say this request's copies have been accepted, as an odds ratio."""
+        """How much less often than the estimates say this request's copies have been accepted, as an odds ratio
+        (1 when they have done as well or better)."""
         ratio = (self.request_accepted + REQUEST_WEIGHT) / (self.request_expected + REQUEST_WEIGHT)
-        return min(REQUEST_FACTOR[1], max(REQUEST_FACTOR[0], ratio))
+        return min(1.0, max(REQUEST_FACTOR_FLOOR, ratio))
 
     def state(self) -> dict:
         """The acceptance estimates, to start the next request (or process) from."""
