@@ -185,14 +185,14 @@ class AdaptiveDraftLength:
             return
         for j, accepted in enumerate(outcomes):
             b = run_bucket(run + j)
-            self.request_expected += self.acceptance(run + j, j < len(line_starts) and line_starts[j])
-            self.request_accepted += accepted
             if j < len(line_starts) and line_starts[j]:
-                self.start_successes[b] = self.start_successes[b] * FORGETTING + accepted
-                self.start_trials[b] = self.start_trials[b] * FORGETTING + 1.0
+                successes, trials = self.start_successes, self.start_trials
             else:
-                self.successes[b] = self.successes[b] * FORGETTING + accepted
-                self.trials[b] = self.trials[b] * FORGETTING + 1.0
+                successes, trials = self.successes, self.trials
+            self.request_expected += successes[b] / trials[b]  # what the estimates expected of this token
+            self.request_accepted += accepted
+            successes[b] = successes[b] * FORGETTING + accepted
+            trials[b] = trials[b] * FORGETTING + 1.0
 
 
 def _table(state: dict, successes: str, trials: str) -> tuple[list[float], list[float]] | None:

@@ -100,10 +100,7 @@ def test_a_request_that_beats_the_estimates_drafts_no_longer_for_it():
     before = policy.choose("lookup", run=40, available=32)
     for _ in range(20):
         policy.update("lookup", run=40, n_verified=1, n_accepted=1)
-    taught = _taught(run=40, acceptance=0.6)
-    policy.successes, policy.trials = (
-        taught.successes,
-        taught.trials,
-    )  # the estimates as they were: only the record differs
+    taught = _taught(run=40, acceptance=0.6)  # the estimates as they were: only the record differs
+    policy.successes, policy.trials = taught.successes, taught.trials
     assert policy.request_factor() == 1.0
     assert policy.choose("lookup", run=40, available=32) == before
