@@ -163,9 +163,10 @@ def run_llama_cpp(
     return Run(out, t_first - t0, t_end - t_first, target_passes=None)
 
 
-def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop) -> Run:
+def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop, opening: int | None = None) -> Run:
+    """`opening`: tokens of the opening copy to verify within the prefill (None: the decoder's option)."""
     decoder.backend.truncate(0)  # a cold prefill, like every other method
-    g = decoder.decode(prompt, stop=stop, max_tokens=max_tokens)
+    g = decoder.decode(prompt, stop=stop, max_tokens=max_tokens, opening_draft=opening)
     s = g.stats
     return Run(
         g.tokens,
@@ -203,6 +204,7 @@ class Case:
     prompt: list[int]
     max_tokens: int
     fenced: bool  # stop at the closing code fence
+    opening: int | None = None  # editspec's opening copy, as a rewrite of this code verifies it (None: the default)
 
 
 def fastest_interleaved(order: Sequence[str], repeats: int, run: Callable[[str], Run]) -> dict[str, Run]:
@@ -226,7 +228,8 @@ def canitedit_cases(backend: LlamaBackend, data: Path, limit: int | None) -> lis
         max_tokens = min(768, int(before_tokens * 1.5) + 64)
         if len(prompt) + max_tokens + 40 > backend.n_ctx:
             continue
-        cases.append(Case(f"canitedit/{row['id']}-{row['name']}", prompt, max_tokens, fenced=True))
+        opening = prompts.opening_length(backend, row["before"])
+        cases.append(Case(f"canitedit/{row['id']}-{row['name']}", prompt, max_tokens, fenced=True, opening=opening))
         if limit is not None and len(cases) >= limit:
             break
     return cases
@@ -274,9 +277,9 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
             llm = load_llama_cpp(backend.path, n_ctx, threads, int(name.removeprefix("llama_cpp_pld")))
             runners[name] = lambda c, stop, llm=llm: run_llama_cpp(llm, c.prompt, c.max_tokens, stop, is_end)
         elif name == "editspec_plain":
-            runners[name] = lambda c, stop: run_editspec(plain_engine, c.prompt, c.max_tokens, stop)
+            runners[name] = lambda c, stop: run_editspec(plain_engine, c.prompt, c.max_tokens, stop, c.opening)
         elif name == "editspec_lookup":
-            runners[name] = lambda c, stop: run_editspec(lookup, c.prompt, c.max_tokens, stop)
+            runners[name] = lambda c, stop: run_editspec(lookup, c.prompt, c.max_tokens, stop, c.opening)
         elif name in SERVER_METHODS:
             progress(f"starting llama-server ({name})")
             srv = servers.enter_context(
@@ -287,7 +290,7 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
             # Without --draft-model the bundled model drafts for itself: correct, but it cannot be faster.
             draft_backend = LlamaBackend(draft_model or backend.path, n_ctx=n_ctx, n_threads=threads)
             with_model = Decoder(backend, DecodeOptions(), draft_backend=draft_backend)
-            runners[name] = lambda c, stop, d=with_model: run_editspec(d, c.prompt, c.max_tokens, stop)
+            runners[name] = lambda c, stop, d=with_model: run_editspec(d, c.prompt, c.max_tokens, stop, c.opening)
 
     def stop_for(case: Case):
         if case.fenced:

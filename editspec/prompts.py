@@ -116,6 +116,17 @@ def edit_prompt_tokens(backend, code: str, instruction: str, *args, **kwargs) ->
     return backend.tokenize(before) + backend.tokenize(user, parse_special=False) + backend.tokenize(after)
 
 
+MAX_OPENING = 48  # tokens: an opening that long is past the first line of any sensible signature
+
+
+def opening_length(backend, code: str) -> int:
+    """How much of the opening copy (the code's start, which the prompt's end points at) to verify within the
+    prefill: the code's first line and the token after it, so that line is out with the prompt and an editor
+    can show it. A longer copy would be verified at a guess: the line after a signature is where edits begin."""
+    first = next((line for line in code.splitlines() if line.strip()), "")
+    return min(MAX_OPENING, len(backend.tokenize(first.strip() + "\n")) + 1)
+
+
 def chat_prompt(backend, user_text: str) -> str:
     """A plain one-turn chat prompt (the benchmark's "nothing to copy" case)."""
     return render_chat(backend.chat_template(), [{"role": "user", "content": user_text}])

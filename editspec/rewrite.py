@@ -532,12 +532,6 @@ class Rewriter:
         )
         return prompt, region, indent, len(context)
 
-    def opening_length(self, region: str, target: Definition) -> int:
-        """How much of the opening copy to verify within the prefill: the first line the editor can show, so
-        that line is out with the prompt."""
-        first = next((line for line in region.splitlines() if line.strip()), "")
-        return min(MAX_OPENING, len(self.backend.tokenize(first.strip() + "\n")) + 1)
-
     def shared_prefix(self, source: SourceFile, spec: LanguageSpec, target: Definition) -> list[int]:
         """The prompt tokens that every instruction for this definition shares: what can be read while the user
         is still typing the instruction."""
@@ -598,7 +592,7 @@ class Rewriter:
             stop=prompts.FenceStop(self.backend, job.fence),
             on_tokens=answer,
             max_tokens=budget,
-            opening_draft=self.opening_length(region, target),
+            opening_draft=prompts.opening_length(self.backend, region),
             scores=self.second_look,
         )
         result = self._result(job, answer, generation.stats)
@@ -974,8 +968,6 @@ def apply_rewrite(result: RewriteResult, force: bool = False) -> bool:
     write_atomically(result.source.path, result.source.encode(result.new_text), result.source.raw)
     return True
 
-
-MAX_OPENING = 48  # tokens: an opening that long is past the first line of any sensible signature
 
 # An answer longer than this many times the code (plus some room) is almost always the model repeating itself.
 ANSWER_GROWTH, ANSWER_ROOM = 4, 256

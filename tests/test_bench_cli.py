@@ -239,3 +239,21 @@ def test_repeats_take_turns_and_the_fastest_run_of_each_method_counts():
     runs = fastest_interleaved(["plain", "editspec_lookup"], 3, run)
     assert calls == ["plain", "editspec_lookup"] * 3  # not three of one method, then three of the other
     assert runs["plain"].decode_seconds == 1.0 and runs["editspec_lookup"].decode_seconds == 2.0
+
+
+def test_each_case_verifies_the_opening_a_rewrite_of_its_code_would(backend, tmp_path):
+    """The benchmark measures what `editspec rewrite` does: its opening copy is the code's first line and the
+    token after it (not the decoder's default of up to 16 tokens, which runs into the next line)."""
+    from editspec import prompts
+    from editspec.bench import canitedit_cases, run_editspec
+    from editspec.decoding import DecodeOptions, Decoder
+
+    data = tmp_path / "cases.jsonl"
+    data.write_text(json.dumps(CASE) + "\n")
+    (case,) = canitedit_cases(backend, data, None)
+    first_line = len(backend.tokenize("def add(a, b):\n")) + 1
+    assert case.opening == first_line < DecodeOptions().opening_draft
+    costs = [0.0] + [0.01 * (1 + 0.3 * (m - 1)) for m in range(1, 34)]
+    decoder = Decoder(backend, DecodeOptions(), verify_seconds=costs)
+    run = run_editspec(decoder, case.prompt, case.max_tokens, prompts.FenceStop(backend), case.opening)
+    assert run.opening_drafted == first_line

@@ -1,7 +1,10 @@
 """The first line is out with the prompt: the opening copy is verified within the prefill."""
 
+from contextlib import nullcontext
 from pathlib import Path
+from unittest.mock import patch
 
+from editspec import prompts
 from editspec.decoding import DecodeOptions, Decoder
 from editspec.locate import definitions, find_by_name, language_for
 from editspec.rewrite import Rewriter, SourceFile
@@ -15,10 +18,10 @@ def first_progress(backend, name: str, instruction: str, opening: int | None = N
     spec = language_for(str(SAMPLE))
     target = find_by_name(definitions(source.text.encode(), spec), name)
     rewriter = Rewriter(Decoder(backend, DecodeOptions()))
-    if opening is not None:
-        rewriter.opening_length = lambda region, target: opening
     reports = []
-    result = rewriter.rewrite(source, spec, target, instruction, lambda p: reports.append(p.text))
+    fixed = nullcontext() if opening is None else patch.object(prompts, "opening_length", lambda backend, code: opening)
+    with fixed:
+        result = rewriter.rewrite(source, spec, target, instruction, lambda p: reports.append(p.text))
     return reports[0], result
 
 
