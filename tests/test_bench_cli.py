@@ -76,6 +76,8 @@ def test_bench_writes_the_documented_json(tmp_path):
 def test_llama_server_joins_the_benchmark_when_named(tmp_path, monkeypatch):
     """$LLAMA_SERVER adds llama.cpp's server, plain and ngram-mod, on loopback, with the same model, threads and
     prompt tokens; speeds come from its timings (here a stand-in that says 50 and 100 tokens/s)."""
+    from editspec.bench import SHORT_ANSWER, SHORT_ROUNDS
+
     data = tmp_path / "cases.jsonl"
     data.write_text(json.dumps(CASE) + "\n")
     log = tmp_path / "server.log"
@@ -102,7 +104,9 @@ def test_llama_server_joins_the_benchmark_when_named(tmp_path, monkeypatch):
     requests = [e for e in entries if "request" in e]
     assert all(r["request"]["temperature"] == 0 and r["request"]["cache_prompt"] is False for r in requests)
     fenced = [r for r in requests if r["request"].get("stop") == ["\n```"]]  # the case (not warm-up or story)
-    assert len(fenced) == 2 and all(r["prompt_tokens"] == report["cases"][0]["prompt_tokens"] for r in fenced)
+    short = max(m["tokens"] for m in case.values()) < SHORT_ANSWER  # a short answer is run SHORT_ROUNDS rounds
+    assert len(fenced) == 2 * (SHORT_ROUNDS if short else 1)
+    assert all(r["prompt_tokens"] == report["cases"][0]["prompt_tokens"] for r in fenced)
 
 
 def test_a_llama_server_that_is_not_there_is_a_clear_error(tmp_path, monkeypatch):
@@ -239,6 +243,23 @@ def test_repeats_take_turns_and_the_fastest_run_of_each_method_counts():
     runs = fastest_interleaved(["plain", "editspec_lookup"], 3, run)
     assert calls == ["plain", "editspec_lookup"] * 3  # not three of one method, then three of the other
     assert runs["plain"].decode_seconds == 1.0 and runs["editspec_lookup"].decode_seconds == 2.0
+
+
+def test_a_short_answer_gets_the_rounds_the_story_gets():
+    """An answer of a few dozen tokens is a second's work per run, within the machine's spread: it is run at least
+    three rounds (the fastest counts), while a long one is run the rounds asked for."""
+    from editspec.bench import SHORT_ANSWER, SHORT_ROUNDS, Run, fastest_interleaved
+
+    for length, rounds in ((SHORT_ANSWER - 1, SHORT_ROUNDS), (SHORT_ANSWER, 1)):
+        calls = []
+
+        def run(name, length=length):
+            calls.append(name)
+            return Run(tokens=[1] * length, prefill_seconds=0.0, decode_seconds=1.0 / len(calls))
+
+        runs = fastest_interleaved(["plain", "editspec_lookup"], 1, run)
+        assert calls == ["plain", "editspec_lookup"] * rounds
+        assert runs["plain"].decode_seconds == 1.0 / (2 * rounds - 1)  # the last, fastest round
 
 
 def test_each_case_verifies_the_opening_a_rewrite_of_its_code_would(backend, tmp_path):
