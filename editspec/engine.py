@@ -79,6 +79,9 @@ class DraftLengthPolicy(Protocol):
         self, kind: str, run: int, n_verified: int, n_accepted: int, line_starts: Sequence[bool] = ()
     ) -> None: ...
 
+    def passed(self, tokens: int, emitted: int) -> None:
+        """A target pass over `tokens` tokens wrote `emitted` tokens (every pass: the opening, plain steps)."""
+
 
 class AcceptanceRule(Protocol):
     def token(self, logits: np.ndarray, position: int) -> int:
@@ -273,6 +276,7 @@ def generate(
         backend.truncate(len(prompt) + n_accepted)
         if policy is not None:
             policy.update(opening.origin, opening.run, len(drafted), n_accepted, opening.line_starts)
+            policy.passed(len(drafted), n_accepted + 1)
         stats.drafted_tokens, stats.accepted_tokens = len(drafted), n_accepted
         first = [*drafted[:n_accepted], next_token]
     else:
@@ -316,6 +320,8 @@ def generate(
                 policy.update(draft.origin, draft.run, k, n_accepted, draft.line_starts)
             else:  # nothing verified, but the emitted token shows whether the draft would have started right
                 policy.update(draft.origin, draft.run, 1, int(draft.tokens[0] == next_token), draft.line_starts)
+        if policy is not None:
+            policy.passed(k + 1, n_accepted + 1)
 
         stats.target_passes += 1
         stats.drafted_tokens += k

@@ -19,6 +19,12 @@ falls short scales the odds of acceptance down by that ratio (with REQUEST_WEIGH
 is 1): a story whose first few copies fail stops drafting after them instead of after dozens, while a request
 that does as well as the estimates (code edits, as a rule) drafts exactly as before. Never up: a request's
 long copies that beat the estimates say nothing about its short matches.
+
+And a request must not end up slower than plain decoding, whatever the estimates say: a copy that has held for
+20 tokens is usually right, and when it breaks at once a pass over 25 tokens has cost 15 steps for one token. So
+each request keeps a ledger of how far ahead of plain decoding it is by the calibrated costs (every pass's tokens
+against one step each), and a pass may risk losing no more than that lead plus RISK_STEPS steps: a request that
+is behind drafts a few tokens at a time until its copies have won the lead back, one that is ahead drafts freely.
 """
 
 from __future__ import annotations
@@ -32,6 +38,7 @@ PRIOR_WEIGHT = 2.0  # tokens of evidence the prior is worth; real observations s
 FORGETTING = 0.995  # per observed token: acceptance drifts as generation moves through the file
 REQUEST_WEIGHT = 4.0  # tokens of evidence that a request accepts as the estimates expect
 REQUEST_FACTOR_FLOOR = 0.1  # the least a request's record scales the odds of acceptance by
+RISK_STEPS = 2.0  # what a pass may lose beyond the request's lead over plain decoding, in plain steps
 
 
 def run_bucket(run: int) -> int:
@@ -104,11 +111,18 @@ class AdaptiveDraftLength:
         self.start_successes = [prior_line_start_acceptance(RUN_BUCKETS[b]) * PRIOR_WEIGHT for b in range(n)]
         self.start_trials = [PRIOR_WEIGHT] * n
         self.model_successes, self.model_trials = 0.6 * PRIOR_WEIGHT, PRIOR_WEIGHT
+        self.risk_steps = RISK_STEPS
         self.start()
 
     def start(self) -> None:
-        """A new request: its own record starts empty (the estimates carry over)."""
+        """A new request: its own record and ledger start empty (the estimates carry over)."""
         self.request_accepted = self.request_expected = 0.0
+        self.lead = 0.0  # seconds this request is ahead of plain decoding, by the calibrated costs
+
+    def passed(self, tokens: int, emitted: int) -> None:
+        """A target pass over `tokens` tokens (the opening's: its drafted tokens) wrote `emitted` tokens."""
+        costs = self.verify_seconds
+        self.lead += emitted * costs[1] - costs[min(tokens, len(costs) - 1)]
 
     def request_factor(self) -> float:
         """How much less often than the estimates say this request's copies have been accepted, as an odds ratio
@@ -155,11 +169,16 @@ class AdaptiveDraftLength:
         return self.successes[b] / self.trials[b]
 
     def _best(self, survival: Sequence[float], per_draft_seconds: float) -> int:
-        best_k, best_rate = 0, 1.0 / self.verify_seconds[1]
+        step = self.verify_seconds[1]
+        best_k, best_rate = 0, 1.0 / step
+        risk = max(self.lead, 0.0) + self.risk_steps * step  # what this pass may lose if nothing is accepted
         expected = 1.0
         for k, s in enumerate(survival, start=1):
+            seconds = self.verify_seconds[k + 1] + k * per_draft_seconds
+            if seconds - step > risk:
+                break
             expected += s
-            rate = expected / (self.verify_seconds[k + 1] + k * per_draft_seconds)
+            rate = expected / seconds
             if rate > best_rate:
                 best_k, best_rate = k, rate
         return best_k
@@ -219,6 +238,9 @@ class FixedDraftLength:
 
     def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
         return min(self.k, available)
+
+    def passed(self, tokens: int, emitted: int) -> None:
+        pass
 
     def update(self, kind: str, run: int, n_verified: int, n_accepted: int, line_starts: Sequence[bool] = ()) -> None:
         pass

@@ -253,7 +253,7 @@ def test_a_short_answer_gets_the_rounds_the_story_gets():
     for length, rounds in ((SHORT_ANSWER - 1, SHORT_ROUNDS), (SHORT_ANSWER, 1)):
         calls = []
 
-        def run(name, length=length):
+        def run(name, length=length, calls=calls):
             calls.append(name)
             return Run(tokens=[1] * length, prefill_seconds=0.0, decode_seconds=1.0 / len(calls))
 

@@ -323,3 +323,30 @@ def test_every_request_starts_the_policy_afresh():
             backend, [1, 2, *source], GreedyAcceptance(), drafter=PromptLookupDrafter(), policy=policy, max_tokens=8
         )
     assert starts == [0, 1]
+
+
+def test_the_policy_is_told_every_pass_and_what_it_wrote():
+    """Its ledger against plain decoding: each round (the opening's included) reported once, as the pass's
+    tokens (the pending token and the draft; the opening's drafted tokens) and the tokens it wrote."""
+    passes = []
+
+    class Recording(FixedDraftLength):
+        def passed(self, tokens, emitted):
+            passes.append((tokens, emitted))
+
+    source = sources()["repeated"]
+    backend = FakeBackend(seed=0, source=source)
+    prompt = [1, 2, *source]
+    g = generate(
+        backend,
+        prompt,
+        GreedyAcceptance(),
+        drafter=PromptLookupDrafter(),
+        policy=Recording(4),
+        opening_draft=8,
+        max_tokens=40,
+    )
+    rounds = g.stats.rounds
+    assert rounds[0].opening and rounds[0].drafted and any(r.drafted for r in rounds[1:])
+    assert passes == [(len(r.drafted) + (0 if r.opening else 1), r.accepted + 1) for r in rounds]
+    assert len(passes) == g.stats.target_passes and sum(e for _, e in passes) >= len(g.tokens)

@@ -1,6 +1,6 @@
 """The adaptive draft length: no drafting where copies fail, long drafts where they hold."""
 
-from editspec.policy import AdaptiveDraftLength, run_bucket
+from editspec.policy import RISK_STEPS, AdaptiveDraftLength, run_bucket
 
 # Shaped like this machine's measurements: a pass over 2 tokens costs two plain steps, over 33 about 16.
 COSTS = [0.0] + [0.0066 * (1 if m == 1 else min(m, 2 + 0.45 * (m - 2))) for m in range(1, 34)]
@@ -22,6 +22,7 @@ def test_learns_long_drafts_when_copies_hold():
     policy = AdaptiveDraftLength(COSTS)
     for _ in range(30):
         policy.update("lookup", run=40, n_verified=32, n_accepted=32)
+        policy.passed(33, 33)
     assert policy.choose("lookup", run=40, available=32) >= 16
     assert policy.choose("lookup", run=40, available=5) <= 5
 
@@ -52,7 +53,9 @@ def test_tokens_that_start_a_line_are_trusted_apart():
     starts = (False, False, False, True, False, False, False, False)
     for _ in range(60):  # copies hold inside lines and break where a new line starts
         policy.update("lookup", run=40, n_verified=8, n_accepted=3, line_starts=starts)
+        policy.passed(9, 4)
         policy.update("lookup", run=40, n_verified=8, n_accepted=8)
+        policy.passed(9, 9)
     assert policy.acceptance(40) > 0.95 > 0.3 > policy.acceptance(40, line_start=True)
     assert policy.choose("lookup", run=40, available=8, line_starts=starts) == 3
     assert policy.choose("lookup", run=40, available=8) == 8  # no line start in the draft: all of it
@@ -104,3 +107,25 @@ def test_a_request_that_beats_the_estimates_drafts_no_longer_for_it():
     policy.successes, policy.trials = taught.successes, taught.trials
     assert policy.request_factor() == 1.0
     assert policy.choose("lookup", run=40, available=32) == before
+
+
+def test_a_request_never_risks_more_than_its_lead_over_plain_decoding():
+    """Long copies have held in earlier requests, so a long draft is worth it on average; but a new request has
+    gained nothing yet, and a pass may lose at most its lead over plain decoding plus RISK_STEPS steps."""
+    policy = AdaptiveDraftLength(COSTS)
+    for _ in range(30):
+        policy.update("lookup", run=40, n_verified=32, n_accepted=32)
+    policy.start()
+    step, risk = COSTS[1], RISK_STEPS * COSTS[1]
+    k = policy.choose("lookup", run=40, available=32)
+    assert 1 <= k < 8 and COSTS[k + 1] - step <= risk < COSTS[k + 2] - step
+    policy.passed(k + 1, k + 1)  # all accepted: a lead, so a longer pass may be risked
+    longer = policy.choose("lookup", run=40, available=32)
+    assert longer > k and COSTS[longer + 1] - step <= policy.lead + risk
+    policy.passed(33, 33)
+    assert policy.choose("lookup", run=40, available=32) == 32
+    policy.passed(33, 1)  # long copies broke at once: behind plain again, short drafts only
+    policy.passed(33, 1)
+    assert policy.lead < 0 and policy.choose("lookup", run=40, available=32) == k
+    policy.start()
+    assert policy.lead == 0 and policy.choose("lookup", run=40, available=32) == k
