@@ -21,9 +21,9 @@ that does as well as the estimates (code edits, as a rule) drafts exactly as bef
 long copies that beat the estimates say nothing about its short matches.
 
 And a request must not end up slower than plain decoding, whatever the estimates say: a copy that has held for
-20 tokens is usually right, and when it breaks at once a pass over 25 tokens has cost 15 steps for one token. So
-each request keeps a ledger of how far ahead of plain decoding it is by the calibrated costs (every pass's tokens
-against one step each), and a pass may risk losing no more than that lead plus RISK_STEPS steps: a request that
+20 tokens is usually right, and when it breaks at once a pass over 25 tokens has cost 14 steps for two tokens. So
+each request keeps a ledger of how far ahead of plain decoding it is by the costs it plans with (every pass's
+tokens against one step each), and a pass may risk losing no more than that lead plus RISK_STEPS steps: a request that
 is behind drafts a few tokens at a time until its copies have won the lead back, one that is ahead drafts freely.
 """
 
@@ -117,7 +117,7 @@ class AdaptiveDraftLength:
     def start(self) -> None:
         """A new request: its own record and ledger start empty (the estimates carry over)."""
         self.request_accepted = self.request_expected = 0.0
-        self.lead = 0.0  # seconds this request is ahead of plain decoding, by the calibrated costs
+        self.lead = 0.0  # seconds this request is ahead of plain decoding, by the costs planned with
 
     def passed(self, tokens: int, emitted: int) -> None:
         """A target pass over `tokens` tokens (the opening's: its drafted tokens) wrote `emitted` tokens."""
