@@ -8,12 +8,14 @@ from __future__ import annotations
 import json
 import math
 import os
+import random
+import statistics
 import time
 from pathlib import Path
 
-MEASURED_LENGTHS = (1, 2, 3, 4, 5, 6, 8, 10, 12, 16, 20, 24, 28, 33)
 MAX_PASS = 33  # the pending token plus up to 32 drafted tokens
 CONTEXT_TOKENS = 600  # roughly an edit prompt; attention cost grows with it
+SWEEPS = 5
 
 
 def cache_file() -> Path:
@@ -21,33 +23,30 @@ def cache_file() -> Path:
     return Path(base) / "editspec" / "verify-costs.json"
 
 
-def measure_verify_seconds(backend, repeats: int = 5) -> list[float]:
-    """Seconds of `evaluate` over m tokens, m = 0..MAX_PASS (index 0 unused), interpolated. Robust to a busy
-    machine: the lengths are measured in `repeats` interleaved sweeps, and each keeps its fastest time (another
-    process on a core only ever adds time, and a busy spell then hits one sweep, not one length)."""
+def measure_verify_seconds(backend, sweeps: int = SWEEPS, seed: int = 0, clock=time.perf_counter) -> list[float]:
+    """Seconds of `evaluate` over m tokens, m = 0..MAX_PASS (index 0 unused), each length measured.
+
+    The curve is not smooth: the CPU kernels work in tiles of rows, so on the coder model here a pass over 16
+    tokens costs less than one over 13-15, and one over 32 less than one over 31. So every length is measured,
+    none interpolated, and a longer pass may cost less than a shorter one. The lengths are measured in `sweeps`
+    sweeps, each in its own shuffled order (so that a slow spell of the machine falls on a few lengths of one
+    sweep, not on the long ones of every sweep), and each length keeps its median: robust to a busy spell, and
+    to the odd fast outlier that a fastest-of-sweeps takes for the truth."""
     filler = [t % (backend.n_vocab - 10) + 10 for t in range(CONTEXT_TOKENS)]
     backend.truncate(0)
     backend.prefill(filler)
-    times: dict[int, list[float]] = {m: [] for m in MEASURED_LENGTHS}
-    for _ in range(repeats):
-        for m in MEASURED_LENGTHS:
-            t0 = time.perf_counter()
+    lengths = list(range(1, MAX_PASS + 1))
+    times: dict[int, list[float]] = {m: [] for m in lengths}
+    order = random.Random(seed)
+    for _ in range(sweeps):
+        order.shuffle(lengths)
+        for m in lengths:
+            t0 = clock()
             backend.evaluate(filler[:m])
-            times[m].append(time.perf_counter() - t0)
+            times[m].append(clock() - t0)
             backend.truncate(CONTEXT_TOKENS)
-    measured = {m: min(t) for m, t in times.items()}
     backend.truncate(0)
-    costs = [0.0]
-    lengths = sorted(measured)
-    for m in range(1, MAX_PASS + 1):
-        hi = next(x for x in lengths if x >= m)
-        lo = max(x for x in lengths if x <= m)
-        frac = 0.0 if hi == lo else (m - lo) / (hi - lo)
-        costs.append(measured[lo] + frac * (measured[hi] - measured[lo]))
-    # A longer pass never costs less than a shorter one; noise can say otherwise.
-    for m in range(2, len(costs)):
-        costs[m] = max(costs[m], costs[m - 1])
-    return costs
+    return [0.0] + [statistics.median(times[m]) for m in range(1, MAX_PASS + 1)]
 
 
 MEASURING = "measuring what a verify pass costs on this machine (once per model file and thread count)"
@@ -59,8 +58,8 @@ def identity_key(backend) -> str:
 
 
 def verify_seconds(backend, refresh: bool = False, on_measure=None) -> list[float]:
-    """The cached calibration for this backend, measuring it first if needed (`on_measure()` just before: about a
-    minute for the coder model on 2 cores)."""
+    """The cached calibration for this backend, measuring it first if needed (`on_measure()` just before: about two
+    minutes for the coder model on 2 cores)."""
     key = identity_key(backend)
     try:
         cached = json.loads(cache_file().read_text()).get(key)
@@ -116,14 +115,20 @@ class LearnedState:
         _atomic_update(learned_file(), self.key, state)
 
 
-# Online costs: the calibration is a prior worth PRIOR_ROUNDS rounds at every length; each observed round
-# (m tokens, s seconds) is evidence of log(s / calibrated[m]), shared with nearby lengths by a kernel in log m
-# (KERNEL_WIDTH), and lengths beyond those observed take the ratio of the longest observed, so rounds of 4 to 8
-# tokens also correct a calibration of 16 or 33 (a policy that believes long passes are dear never runs them,
-# so they must be corrected from the ones it does run). Ratios are clipped
-# (a round that waited on another process says little about the machine) and older rounds slowly forgotten.
+# Online costs, in two parts. The calibration is a prior worth PRIOR_ROUNDS rounds at every length; each observed
+# round (m tokens, s seconds) is evidence of log(s / calibrated[m]).
+# - What a busy or a faster machine changes is every length alike: a smooth ratio, the evidence shared with nearby
+#   lengths by a kernel in log m (KERNEL_WIDTH), and lengths beyond those observed take the ratio of the longest
+#   observed, so rounds of 4 to 8 tokens also correct a calibration of 16 or 33 (a policy that believes long
+#   passes are dear never runs them, so they must be corrected from the ones it does run).
+# - What the calibration got wrong at one length (five sweeps of a noisy machine can show a dip that is not
+#   there, and the policy then favours that length) is corrected at that length alone, by what the rounds of
+#   that length left over from the smooth ratio, the calibration worth LOCAL_PRIOR_ROUNDS rounds there.
+# Ratios are clipped (a round that waited on another process says little about the machine) and older rounds
+# slowly forgotten.
 PRIOR_ROUNDS = 8.0
 KERNEL_WIDTH = 0.35
+LOCAL_PRIOR_ROUNDS = 4.0
 COST_FORGETTING = 0.998
 MAX_LOG_RATIO = math.log(3.0)
 
@@ -151,7 +156,8 @@ class OnlineCosts:
         self.evidence[m][1] += 1.0
 
     def costs(self) -> list[float]:
-        """The calibration corrected by the evidence; a longer pass never costs less than a shorter one."""
+        """The calibration corrected by the evidence: a smooth ratio, which keeps the calibration's dips where it
+        measured them, and at each length what that length's own rounds say beyond it."""
         observed = [(j, s, w) for j, (s, w) in enumerate(self.evidence) if w > 1e-6]
         shortest = min((j for j, _, _ in observed), default=1)
         longest = max((j for j, _, _ in observed), default=1)
@@ -163,9 +169,10 @@ class OnlineCosts:
                 k = math.exp(-abs(math.log(j / at)) / KERNEL_WIDTH)
                 total += k * s
                 weight += k * w
-            costs.append(self.calibrated[m] * math.exp(total / weight))
-        for m in range(2, len(costs)):
-            costs[m] = max(costs[m], costs[m - 1])
+            smooth = total / weight
+            s, w = self.evidence[m]
+            local = (s - w * smooth) / (w + LOCAL_PRIOR_ROUNDS)
+            costs.append(self.calibrated[m] * math.exp(smooth + local))
         return costs
 
     def state(self) -> dict:

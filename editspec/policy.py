@@ -175,9 +175,9 @@ class AdaptiveDraftLength:
         expected = 1.0
         for k, s in enumerate(survival, start=1):
             seconds = self.verify_seconds[k + 1] + k * per_draft_seconds
-            if seconds - step > risk:
-                break
             expected += s
+            if seconds - step > risk:  # a longer pass may still be within it: costs dip where kernels tile
+                continue
             rate = expected / seconds
             if rate > best_rate:
                 best_k, best_rate = k, rate

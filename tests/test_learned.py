@@ -24,7 +24,74 @@ def test_a_calibration_taken_on_a_busy_machine_corrects_itself_from_the_rounds()
     learned = costs.costs()
     for m in (8, 16, 24, 33):
         assert abs(learned[m] - TRUE[m]) < 0.5 * abs(inflated[m] - TRUE[m]), m  # at least halfway to the truth
-    assert all(learned[m] <= learned[m + 1] for m in range(1, 33))
+
+
+class TimedBackend:
+    """Passes that take `seconds(m)` on a clock of its own; the evaluations numbered in `slowed` take
+    `factor` times as long (a busy spell of the machine, or a lucky fast one)."""
+
+    n_vocab = 100
+
+    def __init__(self, seconds, slowed=(), factor=3.0):
+        self.seconds, self.slowed, self.factor = seconds, set(slowed), factor
+        self.now, self.count, self.lengths = 0.0, 0, []
+
+    def prefill(self, tokens):
+        pass
+
+    def evaluate(self, tokens):
+        self.count += 1
+        self.lengths.append(len(tokens))
+        self.now += self.seconds(len(tokens)) * (self.factor if self.count in self.slowed else 1.0)
+
+    def truncate(self, n_tokens):
+        pass
+
+
+def dipped(m: int) -> float:
+    """Shaped like the coder model here: 0.6 steps a token, and dips at 12, 16 and 32 tokens."""
+    return 0.06 * (1 + 0.6 * (m - 1)) * {12: 0.9, 16: 0.8, 32: 0.9}.get(m, 1.0)
+
+
+def test_the_calibration_measures_every_length_and_keeps_the_dips():
+    backend = TimedBackend(dipped)
+    costs = calibration.measure_verify_seconds(backend, clock=lambda: backend.now)
+    assert costs[1:] == pytest.approx([dipped(m) for m in range(1, 34)])
+    assert costs[16] < costs[15] and costs[32] < costs[31] and costs[12] < costs[11]
+    sweeps = [backend.lengths[i : i + 33] for i in range(0, len(backend.lengths), 33)]
+    assert len(sweeps) == calibration.SWEEPS and all(sorted(s) == list(range(1, 34)) for s in sweeps)
+    assert len({tuple(s) for s in sweeps}) == len(sweeps)  # each sweep in its own order
+
+
+@pytest.mark.parametrize("factor", [3.0, 0.3])
+def test_a_busy_or_lucky_spell_as_long_as_a_sweep_does_not_move_the_calibration(factor):
+    backend = TimedBackend(dipped, slowed=range(50, 83), factor=factor)
+    costs = calibration.measure_verify_seconds(backend, clock=lambda: backend.now)
+    assert costs[1:] == pytest.approx([dipped(m) for m in range(1, 34)])
+
+
+def test_learning_online_keeps_the_calibrations_dips():
+    costs = OnlineCosts([0.0] + [dipped(m) for m in range(1, 34)])
+    for _ in range(100):  # the machine runs 30% slower than when calibrated
+        for m in (2, 4, 8, 25):
+            costs.observe(m, dipped(m) * 1.3)
+    learned = costs.costs()
+    assert learned[8] == pytest.approx(dipped(8) * 1.3, rel=0.05)
+    assert learned[16] < learned[15] and learned[32] < learned[31] and learned[12] < learned[11]
+
+
+def test_a_dip_the_calibration_saw_by_chance_is_corrected_by_the_rounds_of_that_length():
+    wrong = [0.0] + [dipped(m) for m in range(1, 34)]
+    wrong[19] *= 0.8  # five noisy sweeps made 19 tokens look cheap, so the policy now runs passes of 19
+    costs = OnlineCosts(wrong)
+    for _ in range(60):
+        for m in range(2, 26):
+            costs.observe(m, dipped(m))
+    learned = costs.costs()
+    assert learned[19] == pytest.approx(dipped(19), rel=0.05)
+    assert learned[16] < learned[15] and learned[16] == pytest.approx(dipped(16), rel=0.05)
+    for m in (17, 18, 20, 21):  # the lengths beside it keep theirs
+        assert learned[m] == pytest.approx(dipped(m), rel=0.05), m
 
 
 def test_one_round_that_waited_on_another_process_moves_little():

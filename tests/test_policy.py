@@ -129,3 +129,17 @@ def test_a_request_never_risks_more_than_its_lead_over_plain_decoding():
     assert policy.lead < 0 and policy.choose("lookup", run=40, available=32) == k
     policy.start()
     assert policy.lead == 0 and policy.choose("lookup", run=40, available=32) == k
+
+
+def test_a_pass_past_lengths_that_risk_too_much_is_still_chosen_where_the_costs_dip():
+    """Costs are not monotone (kernels work in tiles of rows): a pass over 8 tokens can cost less than one over 6,
+    so a length that risks too much does not rule out the longer ones."""
+    step = 0.06
+    dipped = [0.0] + [step * (1 + 0.6 * (m - 1)) for m in range(1, 34)]
+    dipped[9] = step * (1 + RISK_STEPS) * 0.97  # 9 tokens within the cap, 4-8 beyond it
+    policy = AdaptiveDraftLength(dipped)
+    for _ in range(30):
+        policy.update("lookup", run=40, n_verified=32, n_accepted=32)
+    policy.start()
+    assert all(dipped[m] - step > RISK_STEPS * step for m in range(5, 9))
+    assert policy.choose("lookup", run=40, available=32) == 8
