@@ -170,8 +170,8 @@ class OnlineCosts:
                 total += k * s
                 weight += k * w
             smooth = total / weight
-            s, w = self.evidence[m]
-            local = (s - w * smooth) / (w + LOCAL_PRIOR_ROUNDS)
+            own, rounds = self.evidence[m]  # this length's own log ratios, less what the smooth ratio explains
+            local = (own - rounds * smooth) / (rounds + LOCAL_PRIOR_ROUNDS)
             costs.append(self.calibrated[m] * math.exp(smooth + local))
         return costs
 
