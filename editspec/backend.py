@@ -49,6 +49,11 @@ def _silence_llama_logs() -> None:
 
 
 class LlamaBackend:
+    # Tokens of KV cache allocated at first. Allocating (and clearing) the whole context up front cost a one-shot
+    # rewrite of the coder model 0.4-1.3 s of its start for room it seldom uses; a longer prompt or answer grows
+    # the cache, keeping what it holds (the logits do not depend on the cache's size).
+    INITIAL_CONTEXT = 4096
+
     def __init__(
         self,
         model_path: str | os.PathLike | None = None,
@@ -80,21 +85,22 @@ class LlamaBackend:
         if n_ctx is None:  # as long as the model was trained for, within what a rewrite can sensibly need
             n_ctx = min(L.llama_model_n_ctx_train(self.model), DEFAULT_MAX_CONTEXT) or 4096
         ctx_params = L.llama_context_default_params()
-        ctx_params.n_ctx = n_ctx
         ctx_params.n_batch = ctx_params.n_ubatch = n_batch
         ctx_params.n_threads = ctx_params.n_threads_batch = self.n_threads
         ctx_params.no_perf = True
         # Flash attention off, as llama-cpp-python sets it: the same numerics as its plain decoding.
         ctx_params.flash_attn_type = L.LLAMA_FLASH_ATTN_TYPE_DISABLED
-        self.ctx = L.llama_init_from_model(self.model, ctx_params)
-        if not self.ctx:
-            L.llama_model_free(self.model)
-            raise ModelError(f"llama.cpp could not create a context of {n_ctx} tokens for {self.path}")
-        self.n_ctx = L.llama_n_ctx(self.ctx)
-        self.n_batch = n_batch
-        self.memory = L.llama_get_memory(self.ctx)
-        self.batch = L.llama_batch_init(n_batch, 0, 1)
+        self._ctx_params = ctx_params
+        self.n_ctx = n_ctx  # what a prompt and its answer may fill; the cache is allocated as they need it
+        self.ctx = None
         self.tokens: list[int] = []  # what the KV cache holds
+        try:
+            self._allocate(min(n_ctx, self.INITIAL_CONTEXT))
+        except ModelError:
+            L.llama_model_free(self.model)
+            raise
+        self.n_batch = n_batch
+        self.batch = L.llama_batch_init(n_batch, 0, 1)
         self._pieces: dict[int, bytes] = {}
         # Earlier prompts' KV states, for prefix reuse across requests (0: only the live cache is reused).
         self.prefix_cache = (
@@ -124,6 +130,26 @@ class LlamaBackend:
             self.prefix_cache.put(self.tokens, self.save_state())
         return np.concatenate(rows)
 
+    def _allocate(self, size: int) -> None:
+        """A context with room for `size` tokens, holding what the current one holds (which is then freed)."""
+        self._ctx_params.n_ctx = size
+        ctx = L.llama_init_from_model(self.model, self._ctx_params)
+        if not ctx:
+            raise ModelError(f"llama.cpp could not create a context of {size} tokens for {self.path}")
+        old, held = self.ctx, list(self.tokens)
+        state = self.save_state() if old and held else None
+        self.ctx, self.memory, self.allocated = ctx, L.llama_get_memory(ctx), L.llama_n_ctx(ctx)
+        if old:
+            L.llama_free(old)
+        self.tokens = []
+        if state is not None:
+            self.load_state(held, state)
+
+    def reserve(self, n_tokens: int) -> None:
+        """Room for `n_tokens` in the cache (at most `n_ctx`): grown by at least doubling, so seldom."""
+        if n_tokens > self.allocated:
+            self._allocate(min(self.n_ctx, max(n_tokens, 2 * self.allocated)))
+
     def save_state(self) -> bytes:
         size = L.llama_state_seq_get_size(self.ctx, 0)
         buf = (ctypes.c_uint8 * size)()
@@ -134,6 +160,7 @@ class LlamaBackend:
 
     def load_state(self, tokens: Sequence[int], state: bytes) -> None:
         """Replace the KV cache with a saved state holding `tokens`."""
+        self.reserve(len(tokens))
         L.llama_memory_seq_rm(self.memory, 0, 0, -1)
         buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
         if L.llama_state_seq_set_data(self.ctx, buf, len(state), 0) != len(state):
@@ -166,6 +193,7 @@ class LlamaBackend:
         n, start = len(tokens), len(self.tokens)
         if start + n > self.n_ctx:
             raise ValueError(f"the context is full ({self.n_ctx} tokens): shorten the prompt or --max-tokens")
+        self.reserve(start + n)
         b = self.batch
         b.n_tokens = n
         for i, tok in enumerate(tokens):

@@ -83,6 +83,43 @@ def test_prefill_reuses_a_shared_prefix(backend):
     assert int(np.argmax(reused)) == int(np.argmax(cold))
 
 
+def small_start():
+    """The tiny model with 256 tokens of cache allocated at first, so that a few hundred tokens make it grow."""
+    from editspec.backend import LlamaBackend
+
+    class SmallStart(LlamaBackend):
+        INITIAL_CONTEXT = 256
+
+    return SmallStart("tiny", n_ctx=2048)
+
+
+def test_the_cache_grows_as_needed_and_gives_the_same_logits(backend):
+    text = open(__file__.replace("test_real_model.py", "../editspec/engine.py")).read()
+    tokens = backend.tokenize(text)[:700]
+    small = small_start()
+    assert small.allocated == 256 and small.n_ctx == 2048
+    backend.truncate(0)
+    # Grown in the prompt, then in a pass, keeping what the cache held: the logits are the full-size cache's.
+    assert np.array_equal(small.prefill(tokens[:300]), backend.prefill(tokens[:300]))
+    assert small.allocated >= 300
+    before = small.allocated
+    small.prefill(tokens[:before])  # fills the cache exactly: no growth yet
+    assert small.allocated == before
+    backend.prefill(tokens[:before])
+    assert np.array_equal(small.evaluate(tokens[before : before + 8]), backend.evaluate(tokens[before : before + 8]))
+    assert small.allocated > before and small.tokens == backend.tokens == tokens[: before + 8]
+    # A saved state longer than the cache is restored into a grown one.
+    fresh = small_start()
+    fresh.load_state(backend.tokens, backend.save_state())
+    assert fresh.tokens == backend.tokens
+    assert np.array_equal(fresh.evaluate(tokens[600:604]), backend.evaluate(tokens[600:604]))
+    # Never past the context the backend was opened with.
+    with pytest.raises(ValueError, match="context is full"):
+        fresh.prefill(tokens[:8] * 300)
+    for b in (small, fresh):
+        b.close()
+
+
 def test_calibration_is_measured_and_cached(backend):
     costs = calibration.verify_seconds(backend)
     assert len(costs) == calibration.MAX_PASS + 1
