@@ -119,6 +119,7 @@ class LlamaBackend:
         if not tokens:
             raise ValueError("cannot prefill an empty prompt")
         common = self.last_reused = reuse_prefix(self, self.prefix_cache, tokens)
+        self.reserve(len(tokens) + len(draft))  # before reading: grown while it holds only the reused part
         rest = [*tokens[common:], *draft]
         wanted_from = len(rest) - len(draft) - 1  # the first position whose logits we need
         rows = []
@@ -132,41 +133,46 @@ class LlamaBackend:
 
     def _allocate(self, size: int) -> None:
         """A context with room for `size` tokens, holding what the current one holds (which is then freed)."""
+        held = list(self.tokens) if self.ctx else []
+        state = self._state_buffer() if held else None
         self._ctx_params.n_ctx = size
         ctx = L.llama_init_from_model(self.model, self._ctx_params)
         if not ctx:
             raise ModelError(f"llama.cpp could not create a context of {size} tokens for {self.path}")
-        old, held = self.ctx, list(self.tokens)
-        state = self.save_state() if old and held else None
+        if self.ctx:
+            L.llama_free(self.ctx)
         self.ctx, self.memory, self.allocated = ctx, L.llama_get_memory(ctx), L.llama_n_ctx(ctx)
-        if old:
-            L.llama_free(old)
         self.tokens = []
         if state is not None:
-            self.load_state(held, state)
+            self._restore(held, state)
 
     def reserve(self, n_tokens: int) -> None:
         """Room for `n_tokens` in the cache (at most `n_ctx`): grown by at least doubling, so seldom."""
         if n_tokens > self.allocated:
             self._allocate(min(self.n_ctx, max(n_tokens, 2 * self.allocated)))
 
-    def save_state(self) -> bytes:
+    def _state_buffer(self):
         size = L.llama_state_seq_get_size(self.ctx, 0)
         buf = (ctypes.c_uint8 * size)()
         written = L.llama_state_seq_get_data(self.ctx, buf, size, 0)
         if written != size:
             raise RuntimeError(f"llama.cpp saved {written} of {size} bytes of KV state")
-        return bytes(buf)
+        return buf
+
+    def _restore(self, tokens: Sequence[int], buf) -> None:
+        L.llama_memory_seq_rm(self.memory, 0, 0, -1)
+        if L.llama_state_seq_set_data(self.ctx, buf, len(buf), 0) != len(buf):
+            self.tokens = []
+            raise RuntimeError("llama.cpp could not restore a saved KV state")
+        self.tokens = list(tokens)
+
+    def save_state(self) -> bytes:
+        return bytes(self._state_buffer())
 
     def load_state(self, tokens: Sequence[int], state: bytes) -> None:
         """Replace the KV cache with a saved state holding `tokens`."""
         self.reserve(len(tokens))
-        L.llama_memory_seq_rm(self.memory, 0, 0, -1)
-        buf = (ctypes.c_uint8 * len(state)).from_buffer_copy(state)
-        if L.llama_state_seq_set_data(self.ctx, buf, len(state), 0) != len(state):
-            self.tokens = []
-            raise RuntimeError("llama.cpp could not restore a saved KV state")
-        self.tokens = list(tokens)
+        self._restore(tokens, (ctypes.c_uint8 * len(state)).from_buffer_copy(state))
 
     def evaluate(self, tokens: Sequence[int]) -> np.ndarray:
         if len(tokens) > self.n_batch:
