@@ -95,21 +95,23 @@ def editor_rewrite(
     }
 
 
-def plain_llama_cpp(backend: LlamaBackend, before: str, instruction: str, max_tokens: int) -> dict:
-    """A plain llama-cpp-python user: the whole file and the instruction, create_chat_completion, streamed."""
-    from llama_cpp import Llama
-
-    t0 = time.perf_counter()
-    threads = backend.n_threads
-    with _llama_cpp_model_params_patched():
-        llm = Llama(str(backend.path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
-    load = time.perf_counter() - t0
-    messages = [
+def whole_file_messages(before: str, instruction: str) -> list[dict]:
+    return [
         {"role": "system", "content": SYSTEM_PROMPT},
         {"role": "user", "content": f"{instruction}\n\n```python\n{before}```"},
     ]
+
+
+def plain_llama_cpp(model_path, threads: int, messages: list[dict], prompt_tokens: int, max_tokens: int) -> dict:
+    """A plain llama-cpp-python user: the whole file and the instruction, create_chat_completion, streamed. Call it
+    with no other copy of the model loaded in the process: loading a second copy took 9-10 s here, one alone 2 s."""
+    from llama_cpp import Llama
+
+    t0 = time.perf_counter()
+    with _llama_cpp_model_params_patched():
+        llm = Llama(str(model_path), n_ctx=4096, n_threads=threads, n_threads_batch=threads, verbose=False)
+    load = time.perf_counter() - t0
     # llama-cpp-python renders the GGUF's own chat template, as editspec does.
-    prompt_tokens = len(backend.tokenize(render_chat(backend.chat_template(), messages)))
     t1 = time.perf_counter()
     first_token = first_line = None
     text, n = "", 0
@@ -167,14 +169,12 @@ def run_latency(
         editor_next = None
         if len(targets) > 1:  # then the next function, as the editor does it
             editor_next = editor_rewrite(rewriter, source, targets[1], row["instruction_descriptive"], fresh=False)
-        plain = plain_llama_cpp(
-            backend,
-            row["before"],
-            row["instruction_descriptive"],
-            max_tokens=min(1024, len(backend.tokenize(row["before"])) * 3 // 2 + 64),
-        )
-        threads = backend.n_threads
-        backend.close()
+        messages = whole_file_messages(row["before"], row["instruction_descriptive"])
+        prompt_tokens = len(backend.tokenize(render_chat(backend.chat_template(), messages)))
+        max_tokens = min(1024, len(backend.tokenize(row["before"])) * 3 // 2 + 64)
+        path, threads = backend.path, backend.n_threads
+        backend.close()  # the whole file loads as in a user's own process: the only copy of the model
+        plain = plain_llama_cpp(path, threads, messages, prompt_tokens, max_tokens)
         cases.append(
             {
                 "case": f"{row['id']}-{row['name']}",
