@@ -24,7 +24,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from editspec import calibration
-from editspec.decoding import DecodeOptions, Decoder, open_decoder
+from editspec.decoding import Decoder, open_decoder
 from editspec.locate import Definition, LocateError, definitions, find_at, language_for, parse
 from editspec.models import ModelError
 from editspec.rewrite import RewriteCancelled, RewriteError, Rewriter, SourceFile
@@ -171,13 +171,12 @@ class EditSpecServer(LanguageServer):
             if self._model is None or self._model_key != key:
                 s = self.settings
                 self.preparing, self.calibrating = None, False
-                options = DecodeOptions(temperature=s.temperature, max_tokens=s.max_tokens)
                 self._model = self._loader.submit(
                     open_decoder,
                     s.model,
                     s.draft_model,
                     threads=s.threads,
-                    options=options,
+                    options=s.decode_options(),
                     prefix_cache_mb=s.prefix_cache_mb,
                     gpu_layers=s.gpu_layers,
                     on_prepare=self._on_prepare,
@@ -455,6 +454,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
     try:
         decoder = await asyncio.wrap_future(ls.decoder())
         async with ls.model_busy:
+            decoder.options = ls.settings.decode_options()  # as the settings are now: changing them loads nothing
             job._report("reading the prompt")
             result = await job.run(Rewriter(decoder, ls.settings.context_tokens, second_look=ls.settings.second_look))
         ls.traces[uri] = {"trace": result.trace, "title": f"editspec: {target.name} — {a['instruction']}"}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, fields, replace
 
+from editspec.decoding import DecodeOptions
+
 DEFAULT_PRESETS = ["Add type hints", "Add a docstring", "Simplify this code"]
 
 
@@ -27,16 +29,13 @@ class Settings:
 
     @property
     def model_key(self) -> tuple:
-        """What the loaded model depends on: change any of it and the model is loaded again."""
-        return (
-            self.model,
-            self.draft_model,
-            self.threads,
-            self.gpu_layers,
-            self.temperature,
-            self.max_tokens,
-            self.prefix_cache_mb,
-        )
+        """What the loaded model depends on: change any of it and the model is loaded again (the decoding options
+        below are not among them: a rewrite takes them as they are when it starts, keeping the model and the
+        prompts it holds)."""
+        return (self.model, self.draft_model, self.threads, self.gpu_layers, self.prefix_cache_mb)
+
+    def decode_options(self) -> DecodeOptions:
+        return DecodeOptions(temperature=self.temperature, max_tokens=self.max_tokens)
 
 
 def _camel(name: str) -> str:

@@ -121,7 +121,7 @@ def test_context_tokens_bound_the_file_context(make_client):
     assert prompts[0] + len("import math\nimport os\n") <= prompts[1]
 
 
-def test_model_settings_reach_the_loader_and_a_change_reloads(make_client):
+def test_model_settings_reach_the_loader_and_only_model_changes_reload(make_client):
     c = start(make_client, {"prefixCacheMb": 7, "gpuLayers": 2, "threads": 1, "maxTokens": 99, "model": "tiny"})
     rewrite(c, "unchanged")
     first = loader_calls(c)[-1]
@@ -135,6 +135,14 @@ def test_model_settings_reach_the_loader_and_a_change_reloads(make_client):
     c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"prefixCacheMb": 9}}})
     rewrite(c, "unchanged")
     assert len(loader_calls(c)) == 2 and loader_calls(c)[-1]["prefix_cache_mb"] == 9
+    # The decoding options are a rewrite's own: a change takes effect at the next rewrite and loads nothing.
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"maxTokens": 2, "temperature": 0.5}}})
+    cut = rewrite(c, USE_SUM)
+    assert cut["applied"] is False and cut["reason"] == "refused"
+    c.wait_for(lambda m: m.get("method") == "window/showMessage" and "cut off after 2 tokens" in str(m["params"]))
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"maxTokens": 300, "temperature": 0}}})
+    assert rewrite(c, USE_SUM)["applied"] is True
+    assert len(loader_calls(c)) == 2
 
 
 def test_nested_settings_and_their_validation(make_client):
