@@ -50,8 +50,9 @@ def _silence_llama_logs() -> None:
 
 class LlamaBackend:
     # Tokens of KV cache allocated at first. Allocating (and clearing) the whole context up front cost a one-shot
-    # rewrite of the coder model 0.4-1.3 s of its start for room it seldom uses; a longer prompt or answer grows
-    # the cache, keeping what it holds (the logits do not depend on the cache's size).
+    # rewrite of the coder model 0.3-1.3 s of its start (more where the memory is fresh to the process) for room
+    # it seldom uses; a longer prompt or answer grows the cache, keeping what it holds (the logits do not depend
+    # on the cache's size).
     INITIAL_CONTEXT = 4096
 
     def __init__(

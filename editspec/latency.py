@@ -104,7 +104,8 @@ def whole_file_messages(before: str, instruction: str) -> list[dict]:
 
 def plain_llama_cpp(model_path, threads: int, messages: list[dict], prompt_tokens: int, max_tokens: int) -> dict:
     """A plain llama-cpp-python user: the whole file and the instruction, create_chat_completion, streamed. Call it
-    with no other copy of the model loaded in the process: loading a second copy took 9-10 s here, one alone 2 s."""
+    with no other copy of the model loaded in the process: loading a second copy took 9-10 s here, one alone 2 s
+    (the second needs memory the machine had not handed out before, which a virtual machine may do slowly)."""
     from llama_cpp import Llama
 
     t0 = time.perf_counter()
