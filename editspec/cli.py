@@ -293,6 +293,8 @@ def rewrite(
                 lo, hi = int(start), int(end or start)
             except ValueError:
                 fail("--range takes START:END byte offsets, e.g. 120:180", EXIT_INPUT)
+            if lo > hi:
+                fail(f"--range {byte_range} ends before it starts: give START:END with START <= END", EXIT_INPUT)
             if not 0 <= lo <= hi <= len(source.raw):
                 fail(f"--range {byte_range} is outside the file ({len(source.raw)} bytes)", EXIT_INPUT)
             # Offsets into the file's own bytes; the text the locator sees has "\n" for each "\r\n".

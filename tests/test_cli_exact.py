@@ -78,6 +78,8 @@ def test_range_counts_the_file_s_own_bytes(tmp_path, scripted_model):
     assert json.loads(result.stdout)["target"]["name"] == "Rect.__init__"
     outside = run(str(path), "--range", f"{len(crlf) + 1}:{len(crlf) + 2}", "-i", "x")
     assert outside.exit_code == EXIT_INPUT and "outside the file" in outside.output
+    backwards = run(str(path), "--range", f"{at}:{at - 1}", "-i", "x")
+    assert backwards.exit_code == EXIT_INPUT and "ends before it starts" in backwards.output
 
 
 def test_line_and_column_pick_the_innermost_definition(two):
