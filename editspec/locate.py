@@ -548,6 +548,49 @@ def file_imports(tree: ts.Tree, spec: LanguageSpec, outside: tuple[int, int] = (
     ]
 
 
+def new_imports(imports: list[str], present: list[str], spec: LanguageSpec) -> list[str]:
+    """The import statements an answer adds, but for what the file's `present` imports (and the answer's earlier
+    ones) bring in already. A statement the file has word for word is left out; in Python so are the names another
+    statement imports already: `from typing import Dict, List` beside `from typing import List` adds
+    `from typing import Dict`, and adds nothing beside `from typing import Dict, List`."""
+    seen = set(present)
+    bound = {b for text in present for b in _python_bindings(text, spec) or ()}
+    added = []
+    for text in dict.fromkeys(imports):
+        if text in seen:
+            continue
+        bindings = _python_bindings(text, spec)
+        if bindings:
+            kept = [b for b in bindings if b not in bound]
+            if not kept:
+                continue
+            if len(kept) < len(bindings):
+                module = kept[0][0]
+                names = ", ".join(name for _, name in kept)
+                text = f"from {module} import {names}" if module else f"import {names}"
+            bound.update(kept)
+        seen.add(text)
+        added.append(text)
+    return added
+
+
+def _python_bindings(statement: str, spec: LanguageSpec) -> list[tuple[str, str]] | None:
+    """What one Python import statement binds, as (module, name) pairs: `from a import b as c` is
+    [("a", "b as c")], `import os, sys` [("", "os"), ("", "sys")]. None for anything else (another language, a star
+    import, a `__future__` import, more than one statement, a syntax error)."""
+    if spec.name != "python":
+        return None
+    nodes = parse(statement.encode("utf-8"), spec).root_node.named_children
+    if len(nodes) != 1 or nodes[0].has_error or nodes[0].type not in ("import_statement", "import_from_statement"):
+        return None
+    node = nodes[0]
+    module = _text(node.child_by_field_name("module_name")) if node.type == "import_from_statement" else ""
+    names = [" ".join(_text(n).split()) for n in node.children_by_field_name("name")]
+    if not names or any(c.type == "wildcard_import" for c in node.named_children):
+        return None
+    return [(module, name) for name in names]
+
+
 def import_insertion(
     source: bytes, tree: ts.Tree, spec: LanguageSpec, before: int, imports: list[str]
 ) -> tuple[int, str]:

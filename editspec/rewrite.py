@@ -34,6 +34,7 @@ from .locate import (
     import_insertion,
     introduced_errors,
     leading_imports,
+    new_imports,
     outermost,
     parse,
     reparse_after_replace,
@@ -628,8 +629,7 @@ class Rewriter:
         new_end = target.start + len(new_region.encode("utf-8"))
         errors = introduced_errors(job.old_errors, new_tree, target.end, new_end)
         edits = text_edits(job.region, new_region, start_char)
-        present = set(file_imports(job.tree, spec, outside=(target.start, target.end)))
-        imports = [i for i in dict.fromkeys(imports) if i not in present]
+        imports = new_imports(imports, file_imports(job.tree, spec, outside=(target.start, target.end)), spec)
         if imports:
             at, block = import_insertion(job.data, job.tree, spec, target.start, imports)
             at = len(job.data[: min(at, target.start)].decode("utf-8"))

@@ -14,6 +14,7 @@ from editspec.locate import (
     import_insertion,
     language_for,
     leading_imports,
+    new_imports,
     offset_of_line,
     parse,
     syntax_errors,
@@ -235,3 +236,35 @@ def test_an_answer_s_leading_imports_go_where_the_file_s_imports_are(name, text,
 def test_answers_that_do_not_open_with_imports_are_left_as_they_are(answer):
     spec = language_for("a.go" if answer.startswith("package") else "a.py")
     assert leading_imports(answer, spec) == ([], answer)
+
+
+@pytest.mark.parametrize(
+    ("name", "present", "answer", "added"),
+    [
+        # names the file imports already are left out of a statement; one that brings nothing new goes
+        (
+            "a.py",
+            ["from typing import List, Union"],
+            ["from typing import List, Union, Dict"],
+            ["from typing import Dict"],
+        ),
+        ("a.py", ["from typing import Dict, List"], ["from typing import List,  Dict"], []),
+        ("a.py", ["import os"], ["import os, sys", "import sys"], ["import sys"]),
+        # an alias is a name of its own; another module's name is another name
+        ("a.py", ["import numpy"], ["import numpy as np"], ["import numpy as np"]),
+        ("a.py", ["from a import x"], ["from b import x", "from .a import x"], ["from b import x", "from .a import x"]),
+        # what the answer itself repeats, once
+        (
+            "a.py",
+            [],
+            ["from typing import List", "from typing import List, Dict"],
+            ["from typing import List", "from typing import Dict"],
+        ),
+        # a star import is taken as it is, unless the file has it word for word
+        ("a.py", ["from m import *"], ["from m import *", "from n import *"], ["from n import *"]),
+        # other languages: word for word only
+        ("a.go", ['import "fmt"'], ['import "fmt"', 'import "os"'], ['import "os"']),
+    ],
+)
+def test_an_answer_adds_only_the_imports_the_file_lacks(name, present, answer, added):
+    assert new_imports(answer, present, language_for(name)) == added
