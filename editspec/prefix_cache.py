@@ -185,13 +185,33 @@ class PrefixCache:
         if path is not None and self.disk is not None:
             self.disk.remove(path)
 
+    def resize(self, max_bytes: int) -> None:
+        """Keep at most `max_bytes` in memory from now on (the least recently used states go first)."""
+        self.max_bytes = max_bytes
+        self._evict()
+
     def _remember(self, key: tuple[int, ...], state: bytes) -> None:
         if len(state) > self.max_bytes:
             return
         self.entries[key] = state
         self.entries.move_to_end(key)
-        while self.bytes_used > self.max_bytes:
+        self._evict()
+
+    def _evict(self) -> None:
+        while self.entries and self.bytes_used > self.max_bytes:
             self.entries.popitem(last=False)
+
+
+def keep_prompts(backend, max_bytes: int) -> None:
+    """Let a backend keep earlier prompts' KV states in up to `max_bytes` of memory from now on (0: none), loading
+    nothing again: a smaller budget drops the least recently used states, a larger one keeps what is held. (A
+    cache made here is in memory only.)"""
+    if max_bytes <= 0:
+        backend.prefix_cache = None
+    elif backend.prefix_cache is None:
+        backend.prefix_cache = PrefixCache(max_bytes)
+    else:
+        backend.prefix_cache.resize(max_bytes)
 
 
 def reuse_prefix(backend, cache: PrefixCache | None, tokens: Sequence[int]) -> int:

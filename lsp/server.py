@@ -27,6 +27,7 @@ from editspec import calibration
 from editspec.decoding import Decoder, open_decoder
 from editspec.locate import Definition, LocateError, definitions, find_at, language_for, parse
 from editspec.models import ModelError
+from editspec.prefix_cache import keep_prompts
 from editspec.rewrite import RewriteCancelled, RewriteError, Rewriter, SourceFile
 
 from . import positions, transport
@@ -218,6 +219,12 @@ class EditSpecServer(LanguageServer):
                     report("loading the model", None)
             await asyncio.sleep(0.25)
 
+    def take_settings(self, decoder: Decoder) -> None:
+        """The settings that apply to a loaded model as they are now (call holding `model_busy`): the decoding
+        options and the memory for kept prompts. Changing them loads nothing."""
+        decoder.options = self.settings.decode_options()
+        keep_prompts(decoder.backend, self.settings.prefix_cache_mb << 20)
+
     def read_ahead(self, uri: str, version, source: SourceFile, spec, target) -> None:
         """While the user types an instruction, read the part of the prompt that does not depend on it (system
         prompt, file context, the function), so the rewrite reads little more than the instruction. Only when
@@ -239,6 +246,7 @@ class EditSpecServer(LanguageServer):
 
         async def run():
             async with self.model_busy:
+                self.take_settings(rewriter.decoder)
                 loop = asyncio.get_running_loop()
                 try:
                     read = await loop.run_in_executor(None, rewriter.read_ahead, source, spec, target)
@@ -454,7 +462,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
     try:
         decoder = await asyncio.wrap_future(ls.decoder())
         async with ls.model_busy:
-            decoder.options = ls.settings.decode_options()  # as the settings are now: changing them loads nothing
+            ls.take_settings(decoder)
             job._report("reading the prompt")
             result = await job.run(Rewriter(decoder, ls.settings.context_tokens, second_look=ls.settings.second_look))
         ls.traces[uri] = {"trace": result.trace, "title": f"editspec: {target.name} — {a['instruction']}"}

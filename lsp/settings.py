@@ -30,12 +30,15 @@ class Settings:
     @property
     def model_key(self) -> tuple:
         """What the loaded model depends on: change any of it and the model is loaded again (the decoding options
-        below are not among them: a rewrite takes them as they are when it starts, keeping the model and the
-        prompts it holds)."""
-        return (self.model, self.draft_model, self.threads, self.gpu_layers, self.prefix_cache_mb)
+        below and the memory for kept prompts are not among them: the model's users take them as they are when
+        they start, keeping the model and the prompts it holds)."""
+        return (self.model, self.draft_model, self.threads, self.gpu_layers)
 
     def decode_options(self) -> DecodeOptions:
         return DecodeOptions(temperature=self.temperature, max_tokens=self.max_tokens)
+
+
+DEFAULTS = Settings()
 
 
 def _camel(name: str) -> str:
@@ -44,8 +47,9 @@ def _camel(name: str) -> str:
 
 
 def updated(settings: Settings, options: object) -> Settings:
-    """Settings with the given options applied (camelCase or snake_case keys, optionally under "editspec").
-    Raises ValueError naming the first bad value."""
+    """Settings with the given options applied (camelCase or snake_case keys, optionally under "editspec"); a key
+    left out keeps its value, a null puts the setting's default back. Raises ValueError naming the first bad
+    value."""
     if options is None:
         return settings
     if not isinstance(options, dict):
@@ -57,7 +61,8 @@ def updated(settings: Settings, options: object) -> Settings:
     for f in fields(Settings):
         for key in (f.name, _camel(f.name)):
             if key in options:
-                changes[f.name] = _check(f.name, options[key])
+                value = options[key]
+                changes[f.name] = getattr(DEFAULTS, f.name) if value is None else _check(f.name, value)
     return replace(settings, **changes)
 
 

@@ -132,9 +132,9 @@ def test_model_settings_reach_the_loader_and_only_model_changes_reload(make_clie
         99,
         "tiny",
     )
-    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"prefixCacheMb": 9}}})
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"gpuLayers": 3}}})
     rewrite(c, "unchanged")
-    assert len(loader_calls(c)) == 2 and loader_calls(c)[-1]["prefix_cache_mb"] == 9
+    assert len(loader_calls(c)) == 2 and loader_calls(c)[-1]["gpu_layers"] == 3
     # The decoding options are a rewrite's own: a change takes effect at the next rewrite and loads nothing.
     c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"maxTokens": 2, "temperature": 0.5}}})
     cut = rewrite(c, USE_SUM)
@@ -221,3 +221,32 @@ async def test_the_warm_start_says_when_it_measures_this_machine():
     loading.set_result(None)
     await watcher
     assert reports == [calibration.MEASURING] * len(reports) and reports
+
+
+def test_the_memory_for_kept_prompts_changes_without_a_reload(make_client):
+    c = start(make_client, {"prefixCacheMb": 0, "readAhead": False})
+    c.editor.open(OTHER, "def mean(xs):\n    return sum(xs) / len(xs)\n")
+
+    def back_to_total() -> int:
+        """Rewrite `total`, then `mean` in the other file, then `total` again: its prompt tokens read again."""
+        rewrite(c, "unchanged")
+        c.response(c.rewrite(OTHER, 1, 4, "unchanged"))
+        stats = rewrite(c, "unchanged")["stats"]
+        return stats["prompt_tokens"] - stats["reused_prompt_tokens"]
+
+    # Nothing kept: `total`'s prompt shares only the system prompt with `mean`'s, the rest is read again.
+    assert back_to_total() > 100
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"prefixCacheMb": 64}}})
+    assert back_to_total() <= 1  # kept: only the prompt's last token is read, for its logits
+    c.notify("workspace/didChangeConfiguration", {"settings": {"editspec": {"prefixCacheMb": 0}}})
+    assert back_to_total() > 100
+    assert len(loader_calls(c)) == 1
+
+
+def test_a_null_setting_is_its_default_again_and_one_left_out_keeps_its_value():
+    from lsp.settings import Settings, updated
+
+    s = updated(Settings(), {"editspec": {"contextTokens": 5, "prefixCacheMb": 0, "maxTokens": 50, "model": "tiny"}})
+    assert (s.context_tokens, s.prefix_cache_mb, s.max_tokens, s.model) == (5, 0, 50, "tiny")
+    s = updated(s, {"editspec": {"contextTokens": None, "prefixCacheMb": None, "maxTokens": None}})
+    assert (s.context_tokens, s.prefix_cache_mb, s.max_tokens, s.model) == (256, 256, None, "tiny")

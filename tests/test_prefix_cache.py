@@ -215,3 +215,17 @@ def test_real_model_forks_read_one_token_from_the_first_answers_state_and_keep_n
         assert backend.prefix_cache is kept
     finally:
         backend.close()
+
+
+def test_a_smaller_budget_drops_the_least_recently_used_states():
+    cache = PrefixCache(300)
+    for n in range(3):
+        cache.put([n], bytes(100))
+    cache.get((0,))  # used again: now the most recent
+    cache.resize(200)
+    assert list(cache.entries) == [(2,), (0,)]
+    cache.resize(1000)  # a larger budget keeps what is held
+    cache.put([3], bytes(100))
+    assert list(cache.entries) == [(2,), (0,), (3,)]
+    cache.resize(0)
+    assert not cache.entries
