@@ -6,6 +6,7 @@ import {
   ApplyWorkspaceEditRequest,
   ApplyWorkspaceEditResult,
   CodeActionRequest,
+  DidChangeConfigurationNotification,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
@@ -14,7 +15,16 @@ import {
   WorkDoneProgressCancelNotification,
 } from "vscode-languageclient/node";
 
-import { EditSpecSettings, RewriteArgs, initializationOptions, remember, rewriteArguments, serverCommand } from "./logic";
+import {
+  EditSpecSettings,
+  RewriteArgs,
+  SERVER_PROCESS_SETTINGS,
+  initializationOptions,
+  remember,
+  rewriteArguments,
+  serverCommand,
+  serverSettings,
+} from "./logic";
 
 const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go", "rust", "java", "c", "cpp", "csharp"];
 const RECENT_KEY = "editspec.recentInstructions";
@@ -201,6 +211,13 @@ export async function activate(context: vscode.ExtensionContext): Promise<void> 
     vscode.commands.registerCommand("editspec.showSpeculation", showSpeculation),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
       if (!e.affectsConfiguration("editspec")) return;
+      if (client?.isRunning() && !SERVER_PROCESS_SETTINGS.some((name) => e.affectsConfiguration(name))) {
+        // The running server takes them as they are: it loads the model again only when the model's own settings
+        // change, and keeps the prompts it has read otherwise.
+        const settings = { editspec: serverSettings(readSettings()) };
+        await client.sendNotification(DidChangeConfigurationNotification.type, { settings });
+        return;
+      }
       await client?.stop();
       await startClient(context);
     }),

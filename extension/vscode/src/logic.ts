@@ -56,6 +56,18 @@ export function initializationOptions(s: EditSpecSettings): Record<string, unkno
   return options;
 }
 
+/**
+ * Every server setting, for workspace/didChangeConfiguration: an empty one as null, which puts the server's
+ * default back (one left out would keep the value it had).
+ */
+export function serverSettings(s: EditSpecSettings): Record<string, unknown> {
+  const empty = { maxTokens: null, model: null, draftModel: null, threads: null, gpuLayers: null };
+  return { ...empty, contextTokens: null, editIntervalMs: null, prefixCacheMb: null, ...initializationOptions(s) };
+}
+
+/** The settings that say how the server is started: changing one starts a new server; the others it takes as is. */
+export const SERVER_PROCESS_SETTINGS = ["editspec.serverCommand", "editspec.python"];
+
 /** Recent instructions, newest first, without duplicates, at most `max`. */
 export function remember(recent: readonly string[], instruction: string, max = 10): string[] {
   const text = instruction.trim();

@@ -55,6 +55,7 @@ function fakes(config = {}) {
     }
     async start() { this.started = true; }
     async stop() { this.stopped = true; }
+    isRunning() { return this.started === true && this.stopped !== true; }
     onRequest(type, f) { this.handlers[type.method] = f; }
     onProgress(type, token, f) { calls.progressListener = f; return { dispose() {} }; }
     sendNotification(type, params) { calls.notifications.push({ method: type.method, params }); }
@@ -73,6 +74,7 @@ function fakes(config = {}) {
     LanguageClient,
     ExecuteCommandRequest: { type: { method: "workspace/executeCommand" } },
     CodeActionRequest: { type: { method: "textDocument/codeAction" } },
+    DidChangeConfigurationNotification: { type: { method: "workspace/didChangeConfiguration" } },
     ApplyWorkspaceEditRequest: { type: { method: "workspace/applyEdit" } },
     WorkDoneProgress: { type: { method: "$/progress" } },
     WorkDoneProgressCancelNotification: { type: { method: "window/workDoneProgress/cancel" } },
@@ -167,16 +169,27 @@ test("streamed edits of a rewrite are one undo step", async () => {
   ]);
 });
 
-test("changing an editspec setting restarts the server with the new settings; other settings do not", async () => {
-  const f = fakes({ maxTokens: 300 });
+test("a changed setting goes to the running server; only how the server starts restarts it", async () => {
+  const f = fakes({ maxTokens: 300, prefixCacheMb: 64 });
   const ext = load(f);
   await ext.activate(context());
   await f.calls.configurationChanged({ affectsConfiguration: (section) => section === "editor" });
   assert.equal(f.calls.clients.length, 1);
+  assert.equal(f.calls.notifications.length, 0);
   f.config.maxTokens = 500;
-  await f.calls.configurationChanged({ affectsConfiguration: (section) => section === "editspec" });
+  f.config.prefixCacheMb = null; // cleared: the server's default again, not the old value
+  await f.calls.configurationChanged({ affectsConfiguration: (section) => section.startsWith("editspec") && section !== "editspec.python" && section !== "editspec.serverCommand" });
+  assert.equal(f.calls.clients.length, 1);
+  const sent = f.calls.notifications.filter((n) => n.method === "workspace/didChangeConfiguration");
+  assert.equal(sent.length, 1);
+  assert.equal(sent[0].params.settings.editspec.maxTokens, 500);
+  assert.equal(sent[0].params.settings.editspec.prefixCacheMb, null);
+  assert.equal(sent[0].params.settings.editspec.model, "coder");
+  f.config.python = "/venv/bin/python";
+  await f.calls.configurationChanged({ affectsConfiguration: (section) => section === "editspec" || section === "editspec.python" });
   assert.equal(f.calls.clients.length, 2);
   assert.equal(f.calls.clients[0].stopped, true);
   assert.equal(f.calls.clients[1].started, true);
+  assert.deepEqual(f.calls.clients[1].serverOptions, { command: "/venv/bin/python", args: ["-m", "lsp"] });
   assert.equal(f.calls.clients[1].clientOptions.initializationOptions.maxTokens, 500);
 });

@@ -46,3 +46,15 @@ test("rewrite arguments carry the instruction and the progress token", () => {
   assert.deepEqual(args, { uri: "file:///a.py", position: { line: 3, character: 1 }, instruction: "Add hints",
     workDoneToken: "tok" });
 });
+
+test("server settings name every setting, an empty one as null (the server's default again)", () => {
+  const sent = logic.serverSettings(base);
+  for (const key of ["maxTokens", "model", "draftModel", "threads", "gpuLayers", "contextTokens", "editIntervalMs", "prefixCacheMb"]) {
+    assert.equal(sent[key], null, key);
+  }
+  assert.equal(sent.temperature, 0);
+  const set = logic.serverSettings({ ...base, maxTokens: 300, prefixCacheMb: 0, model: "tiny" });
+  assert.equal(set.maxTokens, 300);
+  assert.equal(set.prefixCacheMb, 0);
+  assert.equal(set.model, "tiny");
+});
