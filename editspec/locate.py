@@ -288,6 +288,9 @@ def _header(node: ts.Node, source: bytes) -> str:
     return source[line_start : line_end if line_end >= 0 else len(source)].decode("utf-8", errors="replace")
 
 
+BOM = "\ufeff".encode("utf-8")
+
+
 def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]:
     top = node
     while top.parent is not None and top.parent.type in spec.wrappers:
@@ -303,6 +306,8 @@ def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]
         start = sibling.start_byte
         sibling = sibling.prev_sibling
     line_start = source.rfind(b"\n", 0, start) + 1
+    if line_start == 0 and source.startswith(BOM) and start >= len(BOM):
+        line_start = len(BOM)  # a byte order mark is the file's, not the first line's: a rewrite keeps it
     # Only the definition's own lines: stop at the end of its last line (keep what follows on that line).
     newline = source.find(b"\n", top.end_byte)
     end = len(source) if newline < 0 else newline + 1
@@ -425,7 +430,7 @@ def offset_of_line(source: bytes, line: int, column: int = 1) -> int:
     """Byte offset of a 1-based line and (1-based, in characters) column."""
     if line < 1:
         raise LocateError(f"line {line} does not exist (lines start at 1)")
-    start = 0
+    start = len(BOM) if source.startswith(BOM) else 0  # a byte order mark is before the first column
     for _ in range(line - 1):
         start = source.find(b"\n", start) + 1
         if start == 0:

@@ -55,6 +55,18 @@ def test_a_crlf_file_stays_crlf_and_new_lines_get_crlf(tmp_path, scripted_model)
     assert path.read_bytes() == expected.replace("\n", "\r\n").encode()
 
 
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_a_byte_order_mark_stays_where_it_is(tmp_path, scripted_model, line_end):
+    # The file's first definition starts on the line the mark is on: the mark is the file's, not the definition's.
+    code = TWO[TWO.index("def total") :]
+    path = tmp_path / "bom.py"
+    path.write_bytes(b"\xef\xbb\xbf" + code.replace("\n", line_end).encode())
+    result = run(str(path), "--line", "1", "-i", USE_SUM, "--apply")
+    assert result.exit_code == 0, result.output
+    expected = "def total(xs):\n    return sum(xs)\n".replace("\n", line_end)
+    assert path.read_bytes() == b"\xef\xbb\xbf" + expected.encode()
+
+
 def test_the_trailing_newline_or_its_absence_is_kept(tmp_path, scripted_model):
     path = tmp_path / "no_eol.py"
     path.write_bytes(TWO.rstrip("\n").encode())

@@ -268,3 +268,19 @@ def test_answers_that_do_not_open_with_imports_are_left_as_they_are(answer):
 )
 def test_an_answer_adds_only_the_imports_the_file_lacks(name, present, answer, added):
     assert new_imports(answer, present, language_for(name)) == added
+
+
+@pytest.mark.parametrize("name", ["a.py", "a.js", "a.go"])
+def test_a_byte_order_mark_is_in_no_definition(name):
+    # A model shown the first definition writes it without the mark: the mark must not be in what it replaces.
+    code = {
+        "a.py": "def f(x):\n    return x\n",
+        "a.js": "function f(x) {\n  return x;\n}\n",
+        "a.go": "func f() int {\n\treturn 1\n}\n",
+    }[name]
+    data = "\ufeff".encode() + code.encode()
+    spec = language_for(name)
+    (first,) = definitions(data, spec)
+    assert first.start == 3 and data[first.start : first.end] == code.encode()
+    assert offset_of_line(data, 1) == 3 and offset_of_line(data, 1, 2) == 4
+    assert find_at(definitions(data, spec), offset_of_line(data, 1)) == first
