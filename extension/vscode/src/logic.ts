@@ -56,13 +56,19 @@ export function initializationOptions(s: EditSpecSettings): Record<string, unkno
   return options;
 }
 
+/** The server settings `initializationOptions` leaves out when they are empty. */
+const UNSET = Object.fromEntries(
+  ["maxTokens", "model", "draftModel", "threads", "gpuLayers", "contextTokens", "editIntervalMs", "prefixCacheMb"].map(
+    (name) => [name, null],
+  ),
+);
+
 /**
  * Every server setting, for workspace/didChangeConfiguration: an empty one as null, which puts the server's
  * default back (one left out would keep the value it had).
  */
 export function serverSettings(s: EditSpecSettings): Record<string, unknown> {
-  const empty = { maxTokens: null, model: null, draftModel: null, threads: null, gpuLayers: null };
-  return { ...empty, contextTokens: null, editIntervalMs: null, prefixCacheMb: null, ...initializationOptions(s) };
+  return { ...UNSET, ...initializationOptions(s) };
 }
 
 /** The settings that say how the server is started: changing one starts a new server; the others it takes as is. */
