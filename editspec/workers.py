@@ -248,7 +248,10 @@ class ProcessPool:
         if self.executor is not None:
             for process in list(getattr(self.executor, "_processes", {}).values()):
                 process.kill()
-            self.executor.shutdown(wait=False, cancel_futures=True)
+            # Wait for the pool's manager thread (quick: its processes are gone). Left running, it can close its
+            # wake-up pipe while the interpreter's exit writes to it: a traceback after the work is done
+            # (Python 3.11, `OSError: [Errno 9] Bad file descriptor` in `concurrent.futures.process`).
+            self.executor.shutdown(wait=True, cancel_futures=True)
 
 
 def _retry_or_fail(task: FileTask, queue: list[FileTask], error: Exception):
