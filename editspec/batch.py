@@ -13,7 +13,7 @@ import hashlib
 import json
 import os
 import subprocess
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -123,13 +123,15 @@ def collect_files(roots: Iterable[Path], glob: str | None = None) -> list[Path]:
     return found
 
 
-def select_functions(defs: list[Definition], pattern: str) -> list[Definition]:
-    """Functions and methods whose name matches; never one inside another (their regions would overlap)."""
+def select_functions(defs: list[Definition], patterns: str | Sequence[str]) -> list[Definition]:
+    """Functions and methods whose name matches a pattern; never one inside another (their regions would
+    overlap)."""
+    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     chosen: list[Definition] = []
     for d in defs:
         if d.kind in NOT_FUNCTIONS:
             continue
-        if not (fnmatch.fnmatchcase(d.name, pattern) or fnmatch.fnmatchcase(d.simple_name, pattern)):
+        if not any(fnmatch.fnmatchcase(d.name, p) or fnmatch.fnmatchcase(d.simple_name, p) for p in patterns):
             continue
         if chosen and d.start < chosen[-1].end:
             continue
@@ -145,7 +147,9 @@ class FileJob:
     raw: bytes = b""  # the file as planned: a worker rewrites this, and it is written only if still on disk
 
 
-def plan(files: list[Path], pattern: str, apply: bool = False) -> tuple[list[FileJob], list[tuple[Path, str]]]:
+def plan(
+    files: list[Path], pattern: str | Sequence[str], apply: bool = False
+) -> tuple[list[FileJob], list[tuple[Path, str]]]:
     """The jobs, and the files left out (with why): those that cannot be read and, with `apply`, those this user
     may not write (found now, not after the model's work on them)."""
     jobs, unreadable = [], []

@@ -770,7 +770,14 @@ def print_bench(result: dict, methods) -> None:
 @main.command()
 @click.argument("paths", nargs=-1, required=True, type=click.Path(path_type=Path))
 @click.option("--instruction", "-i", required=True, help="what to change in every selected function")
-@click.option("--select", "select", default="*", show_default=True, help="function name pattern (Class.method or name)")
+@click.option(
+    "--select",
+    "select",
+    multiple=True,
+    default=("*",),
+    show_default=True,
+    help="function name pattern (Class.method or name); repeat it to select what any of them matches",
+)
 @click.option("--glob", "glob", default=None, help="file pattern, e.g. '*.py' (default: every supported file)")
 @click.option("--apply", "apply_", is_flag=True, help="write each file (atomically) once its functions are done")
 @click.option(
@@ -836,7 +843,8 @@ def batch(
         fail(str(e), EXIT_INPUT)
     jobs, unreadable = plan(files, select, apply_)
     if not jobs:
-        fail(f"no functions matching {select!r} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
+        patterns = " or ".join(map(repr, select))
+        fail(f"no functions matching {patterns} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
     if workers and ray_address:
         fail("choose --workers N or --ray, not both (with --ray, --workers is the number of Ray workers)", EXIT_INPUT)
     if ray_address:
@@ -877,7 +885,7 @@ def batch(
         )
     key = run_key(
         instruction=instruction,
-        select=select,
+        select=select[0] if len(select) == 1 else list(select),  # one pattern: the key of earlier versions' state
         glob=glob,
         apply=apply_,
         model=spec.model or "",

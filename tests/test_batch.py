@@ -65,6 +65,8 @@ def test_select_functions_only_and_never_overlapping():
     chosen = select_functions(definitions(source, spec), "*")
     assert [d.name for d in chosen] == ["A.f", "A.g"]
     assert [d.name for d in select_functions(definitions(source, spec), "g")] == ["A.g"]
+    # Several patterns: what any of them matches, each once, in the file's order.
+    assert [d.name for d in select_functions(definitions(source, spec), ["A.g", "f", "g*"])] == ["A.f", "A.g"]
 
 
 def copy_tree(tmp_path):
@@ -107,7 +109,9 @@ def test_patch_mode_changes_nothing(tmp_path):
 def test_no_matching_functions_is_an_error(tmp_path):
     tree = copy_tree(tmp_path)
     result = CliRunner().invoke(main, ["batch", str(tree), "-i", "x", "--select", "nothing_like_this"])
-    assert result.exit_code == EXIT_INPUT and "no functions matching" in result.output
+    assert result.exit_code == EXIT_INPUT and "no functions matching 'nothing_like_this' in" in result.output
+    both = CliRunner().invoke(main, ["batch", str(tree), "-i", "x", "--select", "nope", "--select", "neither"])
+    assert both.exit_code == EXIT_INPUT and "no functions matching 'nope' or 'neither'" in both.output
 
 
 def test_a_file_changed_on_disk_is_skipped_and_left_alone(tmp_path, backend):
