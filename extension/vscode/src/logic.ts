@@ -35,40 +35,32 @@ export function serverCommand(s: Pick<EditSpecSettings, "serverCommand" | "pytho
   return { command: "editspec-lsp", args: [] };
 }
 
-/** The server's initializationOptions (empty strings mean "the server's default"). */
-export function initializationOptions(s: EditSpecSettings): Record<string, unknown> {
-  const options: Record<string, unknown> = {
+/**
+ * Every server setting, for workspace/didChangeConfiguration: an empty one as null, which puts the server's
+ * default back (one left out would keep the value it had).
+ */
+export function serverSettings(s: EditSpecSettings): Record<string, unknown> {
+  return {
     temperature: s.temperature,
     streaming: s.streaming,
     presets: s.presets,
     readAhead: s.readAhead,
     secondLook: s.secondLook,
     preload: s.preload,
+    maxTokens: s.maxTokens || null,
+    model: s.model || null,
+    draftModel: s.draftModel || null,
+    threads: s.threads || null,
+    gpuLayers: s.gpuLayers ?? null,
+    contextTokens: s.contextTokens ?? null,
+    editIntervalMs: s.editIntervalMs ?? null,
+    prefixCacheMb: s.prefixCacheMb ?? null,
   };
-  if (s.maxTokens) options.maxTokens = s.maxTokens;
-  if (s.model) options.model = s.model;
-  if (s.draftModel) options.draftModel = s.draftModel;
-  if (s.threads) options.threads = s.threads;
-  if (s.gpuLayers !== null && s.gpuLayers !== undefined) options.gpuLayers = s.gpuLayers;
-  if (s.contextTokens !== null && s.contextTokens !== undefined) options.contextTokens = s.contextTokens;
-  if (s.editIntervalMs !== null && s.editIntervalMs !== undefined) options.editIntervalMs = s.editIntervalMs;
-  if (s.prefixCacheMb !== null && s.prefixCacheMb !== undefined) options.prefixCacheMb = s.prefixCacheMb;
-  return options;
 }
 
-/** The server settings `initializationOptions` leaves out when they are empty. */
-const UNSET = Object.fromEntries(
-  ["maxTokens", "model", "draftModel", "threads", "gpuLayers", "contextTokens", "editIntervalMs", "prefixCacheMb"].map(
-    (name) => [name, null],
-  ),
-);
-
-/**
- * Every server setting, for workspace/didChangeConfiguration: an empty one as null, which puts the server's
- * default back (one left out would keep the value it had).
- */
-export function serverSettings(s: EditSpecSettings): Record<string, unknown> {
-  return { ...UNSET, ...initializationOptions(s) };
+/** The server's initializationOptions: the settings that are set (an empty one is the server's default). */
+export function initializationOptions(s: EditSpecSettings): Record<string, unknown> {
+  return Object.fromEntries(Object.entries(serverSettings(s)).filter(([, value]) => value !== null));
 }
 
 /** The settings that say how the server is started: changing one starts a new server; the others it takes as is. */
