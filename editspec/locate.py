@@ -426,6 +426,13 @@ def find_at(defs: list[Definition], offset: int, end: int | None = None) -> Defi
     return min(inside, key=lambda d: d.end - d.start)
 
 
+def byte_offset(text: str, offset: int) -> int:
+    """The byte offset in `text`'s UTF-8 of a character offset; one before a leading byte order mark is the first
+    column after it (the mark is the file's, before its first definition)."""
+    start = 1 if text.startswith("\ufeff") else 0
+    return len(text[: max(offset, start)].encode("utf-8"))
+
+
 def offset_of_line(source: bytes, line: int, column: int = 1) -> int:
     """Byte offset of a 1-based line and (1-based, in characters) column."""
     if line < 1:

@@ -25,7 +25,7 @@ from pygls.protocol import LanguageServerProtocol, lsp_method
 
 from editspec import calibration
 from editspec.decoding import Decoder, open_decoder
-from editspec.locate import Definition, LocateError, definitions, find_at, language_for, parse
+from editspec.locate import Definition, LocateError, byte_offset, definitions, find_at, language_for, parse
 from editspec.models import ModelError
 from editspec.prefix_cache import keep_prompts
 from editspec.rewrite import RewriteCancelled, RewriteError, Rewriter, SourceFile
@@ -344,7 +344,7 @@ async def code_action(ls: EditSpecServer, params: types.CodeActionParams) -> lis
         spec = language_for(doc.path or doc.uri)
         offset = positions.to_lf_offset(doc.source, positions.offset_at(doc, params.range.start))
         text, defs = await ls.document_definitions(doc, spec)
-        target = find_at(defs, len(text[:offset].encode("utf-8")))
+        target = find_at(defs, byte_offset(text, offset))
     except (LocateError, positions.OutsideDocument):
         return None  # not a language we edit, a position outside, not inside a function, or too slow to parse
     with contextlib.suppress(RewriteError):
@@ -408,7 +408,7 @@ async def _start_job(ls: EditSpecServer, a: dict) -> RewriteJob:
             source = SourceFile.from_bytes(text.encode("utf-8"))
             offset = positions.to_lf_offset(text, positions.offset_at(doc, a["position"]))
             lf_text, defs = await ls.document_definitions(doc, spec)
-            target = find_at(defs, len(source.text[:offset].encode("utf-8")))
+            target = find_at(defs, byte_offset(source.text, offset))
         except (LocateError, RewriteError, positions.OutsideDocument) as e:
             raise JsonRpcInvalidParams(str(e)) from None
         doc = ls.open_document(uri)

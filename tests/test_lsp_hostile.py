@@ -247,6 +247,19 @@ def test_positions_after_astral_characters(client):
     assert client.editor.text(URI) == text.replace("s = 0  # 🙂", "s = 0  # 😀!")
 
 
+@pytest.mark.parametrize("character", [0, 1, 4])
+def test_a_document_that_starts_with_a_byte_order_mark(client, character):
+    """A client may send the mark as the text's first character. The cursor before it or after it is on the
+    first definition; the rewrite keeps the mark (it is the file's, not the function's)."""
+    text = "\ufeff" + TOTAL
+    client.editor.open(URI, text)
+    actions = code_action(client, URI, 0, character)["result"]
+    assert actions and actions[0]["title"].startswith("Rewrite total"), actions
+    result = rewrite_result(client, client.rewrite(URI, 0, character, USE_SUM))
+    assert result["applied"] is True, result
+    assert client.editor.text(URI) == "\ufeff" + SUM
+
+
 # -- 4. clients without versioned edits ------------------------------------------------------------------------------
 
 
