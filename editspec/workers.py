@@ -241,7 +241,7 @@ class ProcessPool:
                 for future, task in list(running.items()):
                     running.pop(future)
                     yield from _retry_or_fail(task, queue, RuntimeError("a worker process died"))
-                self.executor.shutdown(wait=False, cancel_futures=True)
+                self.close()
                 self._new_executor()
 
     def close(self) -> None:

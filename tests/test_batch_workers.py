@@ -95,7 +95,8 @@ def test_ray_cluster_gives_the_in_process_patch(tmp_path, in_process_patch, ray_
     assert report["where"].startswith(f"2 Ray workers on {ray_cluster}") and len(report["workers"]) == 2
 
 
-def test_killing_a_ray_worker_loses_nothing_and_a_rerun_completes(tmp_path, ray_cluster):
+@pytest.mark.parametrize("where", ["workers", "ray"])
+def test_killing_a_worker_loses_nothing_and_a_rerun_completes(tmp_path, request, where):
     tree = make_tree(tmp_path, copies=2)
     originals = {p.name: p.read_text() for p in tree.iterdir()}
     expected_tree = make_tree(tmp_path / "expected", copies=2)
@@ -103,15 +104,17 @@ def test_killing_a_ray_worker_loses_nothing_and_a_rerun_completes(tmp_path, ray_
     expected = {p.name: p.read_text() for p in expected_tree.iterdir()}
     state = tmp_path / "kill-state.json"
     command = [sys.executable, "-m", "editspec.cli", "batch", str(tree), "-i", INSTRUCTION, "-q", "--threads", "1",
-               "--max-tokens", "60", "--apply", "--state", str(state), "--ray", ray_cluster]  # fmt: skip
+               "--max-tokens", "60", "--apply", "--state", str(state)]  # fmt: skip
+    command += ["--workers", "2"] if where == "workers" else ["--ray", request.getfixturevalue("ray_cluster")]
     env = dict(os.environ, **RAY_ENV, XDG_CACHE_HOME=CACHE)
     driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     deadline = time.time() + 120
     while time.time() < deadline and driver.poll() is None and not state.exists():
         time.sleep(0.1)
     assert driver.poll() is None, "the run ended before a worker could be killed"
-    workers = subprocess.run(["pgrep", "-f", "ray::BatchWorker"], capture_output=True, text=True).stdout.split()
-    assert workers, "no Ray worker process found"
+    find = ["-P", str(driver.pid), "-f", "spawn_main"] if where == "workers" else ["-f", "ray::BatchWorker"]
+    workers = subprocess.run(["pgrep", *find], capture_output=True, text=True).stdout.split()
+    assert workers, "no worker process found"
     os.kill(int(workers[0]), signal.SIGKILL)
     _, err = driver.communicate(timeout=300)
     # Whatever the run managed, every file is as it was or fully rewritten...
