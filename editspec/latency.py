@@ -25,7 +25,7 @@ from .batch import select_functions
 from .bench import _llama_cpp_model_params_patched, find_data
 from .decoding import DecodeOptions, Decoder
 from .locate import Definition, definitions, language_for
-from .prompts import SYSTEM_PROMPT, render_chat
+from .prompts import render_chat, whole_file_messages
 from .rewrite import Rewriter, RewriteResult, SourceFile
 
 
@@ -93,13 +93,6 @@ def editor_rewrite(
         "read_ahead_tokens": read,
         "read_ahead_seconds": round(ahead, 3),
     }
-
-
-def whole_file_messages(before: str, instruction: str) -> list[dict]:
-    return [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"{instruction}\n\n```python\n{before}```"},
-    ]
 
 
 def plain_llama_cpp(model_path, threads: int, messages: list[dict], prompt_tokens: int, max_tokens: int) -> dict:

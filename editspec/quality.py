@@ -29,7 +29,7 @@ from .bench import _llama_cpp_model_params_patched, find_data
 from .decoding import PREFIX_CACHE_MB, DecodeOptions, Decoder
 from .locate import Definition, LocateError, definitions, find_by_name, language_for, outermost
 from .prefix_cache import PrefixCache
-from .prompts import SYSTEM_PROMPT
+from .prompts import whole_file_messages
 from .rewrite import (
     ResultRefused,
     RewriteError,
@@ -186,10 +186,7 @@ def code_block(answer: str) -> str:
 def whole_file_llama_cpp(llm, problem: Problem, workdir: Path, max_tokens: int) -> dict:
     """What a plain llama-cpp-python user would do: the whole file and the instruction, greedy, the edited file
     taken from the answer's code block."""
-    messages = [
-        {"role": "system", "content": SYSTEM_PROMPT},
-        {"role": "user", "content": f"{problem.instruction}\n\n```python\n{problem.before.rstrip()}\n```"},
-    ]
+    messages = whole_file_messages(problem.before, problem.instruction)
     llm.reset()
     t0 = time.perf_counter()
     first = None
