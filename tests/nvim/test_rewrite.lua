@@ -78,4 +78,23 @@ if not started then fail('the rewrite finished before it could be cancelled') en
 if editspec.last_result[buf].reason ~= 'cancelled' then fail('not cancelled: ' .. vim.inspect(editspec.last_result[buf])) end
 if text(buf) ~= original then fail('cancel did not restore the original:\n' .. text(buf)) end
 
+-- 5. A setting changed while the server runs takes effect at the next rewrite; vim.NIL puts its default back.
+local function rewrite_now()
+  editspec.last_result[buf] = nil
+  vim.api.nvim_win_set_cursor(0, { tonumber(vim.env.EDITSPEC_LINE), 4 })
+  vim.cmd('EditSpec ' .. vim.env.EDITSPEC_INSTRUCTION)
+  if not vim.wait(60000, function() return editspec.last_result[buf] ~= nil end, 20) then
+    fail('the rewrite did not finish')
+  end
+  return editspec.last_result[buf]
+end
+editspec.configure({ maxTokens = 2, editIntervalMs = 0 })
+local cut = rewrite_now()
+if cut.applied or cut.reason ~= 'refused' then fail('maxTokens = 2 did not cut the answer: ' .. vim.inspect(cut)) end
+if text(buf) ~= original then fail('a refused rewrite changed the buffer:\n' .. text(buf)) end
+if editspec.config.settings.editIntervalMs ~= 0 then fail('configure() lost another setting') end
+editspec.configure({ maxTokens = vim.NIL })
+if not rewrite_now().applied then fail('with maxTokens back to its default the rewrite was not applied') end
+if text(buf) ~= expected then fail('buffer differs from the expected text:\n' .. text(buf)) end
+
 vim.cmd('qall!')

@@ -152,12 +152,25 @@ function M.trace(bufnr)
     end, bufnr)
 end
 
+-- Change settings while the server runs (the keys of setup's `settings`; vim.NIL puts a setting's default back).
+-- They go to every running editspec server; it loads the model again only for model, draftModel, threads or
+-- gpuLayers. Servers started later get them as initializationOptions.
+function M.configure(settings)
+  M.config.settings = vim.tbl_extend('force', M.config.settings, settings or {})
+  for _, client in ipairs(vim.lsp.get_clients({ name = 'editspec' })) do
+    call(client, 'notify', 'workspace/didChangeConfiguration', { settings = { editspec = settings or {} } })
+  end
+end
+
 function M.setup(opts)
   if vim.fn.has('nvim-0.11') ~= 1 then
     vim.notify('editspec needs Neovim 0.11 or newer', vim.log.levels.ERROR)
     return
   end
-  M.config = vim.tbl_deep_extend('force', M.config, opts or {})
+  local rest = vim.deepcopy(opts or {})
+  rest.settings = nil -- settings are replaced key by key (a list such as presets whole), not merged deeply
+  M.config = vim.tbl_deep_extend('force', M.config, rest)
+  M.configure((opts or {}).settings) -- setup() again (a reloaded config) changes the running servers' settings too
   local group = vim.api.nvim_create_augroup('editspec', { clear = true })
   vim.api.nvim_create_autocmd('FileType', {
     group = group,
