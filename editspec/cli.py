@@ -268,9 +268,9 @@ def rewrite(
         if file == "-":
             source = SourceFile.from_bytes(sys.stdin.buffer.read())
         else:
-            source = SourceFile.read(Path(file))
             if apply_:
-                writable_target(source.path)  # before the model's minutes, not after
+                writable_target(Path(file))  # before reading it (a FIFO would wait) and before the model's minutes
+            source = SourceFile.read(Path(file))
         spec = language_for(None if file == "-" else file, language)
         data = source.text.encode("utf-8")
         defs = definitions(data, spec)

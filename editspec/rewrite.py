@@ -73,6 +73,8 @@ class SourceFile:
     def read(cls, path: Path) -> SourceFile:
         if path.is_dir():
             raise RewriteError(f"{path} is a directory; give a file (or use `editspec batch` for a tree)")
+        if path.is_char_device() or path.is_block_device():  # /dev/zero would be read until memory runs out
+            raise RewriteError(f"{path} is a device, not a file")
         try:
             raw = path.read_bytes()
         except FileNotFoundError:
@@ -124,6 +126,8 @@ def writable_target(path: Path) -> Path:
     """The file that writing `path` replaces: a symbolic link's target (the link stays a link, pointing at the
     new text), refused when this user may not write it."""
     real = Path(os.path.realpath(path))
+    if real.exists() and not real.is_file():  # a FIFO, a device: the rename would put a plain file in its place
+        raise CannotWrite(f"{path} is not a regular file; --apply writes only regular files (without it, a diff)")
     if real.exists() and not os.access(real, os.W_OK):
         raise CannotWrite(f"{path} is read-only; nothing written (make it writable first)")
     return real

@@ -213,6 +213,31 @@ def test_a_read_only_file_is_refused_before_the_model_runs(two, monkeypatch):
         assert two.read_text() == TWO
 
 
+def test_apply_to_a_fifo_is_refused_before_reading_it_and_a_device_is_not_read(two, tmp_path):
+    import contextlib
+    import os
+    import threading
+
+    fifo = tmp_path / "pipe.py"
+    os.mkfifo(fifo)
+
+    def unblock():  # reading a FIFO with no writer waits for ever: a read here ends (and the test fails) in 5 s
+        with contextlib.suppress(OSError):
+            os.close(os.open(fifo, os.O_WRONLY | os.O_NONBLOCK))
+
+    for path in (fifo, tmp_path / "link.py"):
+        if path != fifo:
+            path.symlink_to(fifo)
+        timer = threading.Timer(5, unblock)
+        timer.start()
+        result = run(str(path), "-f", "total", "-i", USE_SUM, "--apply")
+        timer.cancel()
+        assert result.exit_code == EXIT_INPUT and "not a regular file" in result.output, result.output
+        assert fifo.is_fifo()
+    result = run("/dev/zero", "-f", "total", "-i", USE_SUM)  # read whole, it would fill the memory
+    assert result.exit_code == EXIT_INPUT and "is a device" in result.output, result.output
+
+
 @pytest.mark.parametrize("failing", ["mkstemp", "fsync", "replace"])
 def test_a_write_that_fails_leaves_the_file_as_it_was_and_no_temporary(two, tmp_path, monkeypatch, failing):
     import errno
