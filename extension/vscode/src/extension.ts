@@ -30,7 +30,17 @@ const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go"
 const RECENT_KEY = "editspec.recentInstructions";
 
 let client: LanguageClient | undefined;
-let running: { token: string; uri: string; edits: number; cancel: () => void } | undefined;
+/** The rewrite running now: its edits so far, and the document as it was before the first of them (its text, and
+ * its version after the last of them, to tell whether anything else changed it since). */
+interface Running {
+  token: string;
+  uri: string;
+  edits: number;
+  cancel: () => void;
+  original?: string;
+  version?: number;
+}
+let running: Running | undefined;
 
 /**
  * workspace/applyEdit, with the edits of a running rewrite joined into one undo step: the first opens it,
@@ -42,8 +52,10 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
   const edits = change && "edits" in change ? change.edits : (params.edit.changes ?? {})[uri] ?? [];
   const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
   if (running && editor && uri === running.uri) {
-    const first = running.edits === 0;
-    running.edits += 1;
+    const state = running;
+    const first = state.edits === 0;
+    state.edits += 1;
+    if (first) state.original = editor.document.getText();
     const applied = await editor.edit(
       (builder) => {
         for (const e of edits) {
@@ -53,10 +65,31 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
       },
       { undoStopBefore: first, undoStopAfter: false },
     );
+    if (applied) state.version = editor.document.version;
     return { applied };
   }
   const converted = await client!.protocol2CodeConverter.asWorkspaceEdit(params.edit);
   return { applied: await vscode.workspace.applyEdit(converted) };
+}
+
+/**
+ * After a rewrite that failed half-way (the server stopped while it streamed): the document as it was before the
+ * rewrite's first edit, when nothing else has changed it since (in the same undo step); otherwise the user is told
+ * that Undo takes it back. Returns what to add to the error message.
+ */
+export async function putBack(state: Running): Promise<string> {
+  const halfWay = "; the rewrite stopped half-way through the function: Undo takes it back";
+  if (state.edits === 0 || state.original === undefined) return "";
+  const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === state.uri);
+  const doc = editor?.document;
+  if (doc && doc.getText() === state.original) return ""; // the server put it back itself
+  if (!editor || !doc || doc.version !== state.version) return halfWay;
+  const whole = doc.validateRange(new vscode.Range(0, 0, doc.lineCount, 0));
+  const restored = await editor.edit((builder) => builder.replace(whole, state.original as string), {
+    undoStopBefore: false,
+    undoStopAfter: true,
+  });
+  return restored ? "; the function is back as it was" : halfWay;
 }
 
 export function readSettings(): EditSpecSettings {
@@ -161,7 +194,8 @@ export async function rewrite(context: vscode.ExtensionContext, base?: RewriteAr
     { location: vscode.ProgressLocation.Notification, title: "EditSpec", cancellable: true },
     async (progress, cancellation) => {
       const cancel = () => lc.sendNotification(WorkDoneProgressCancelNotification.type, { token });
-      running = { token, uri: (base as RewriteArgs).uri, edits: 0, cancel };
+      const state: Running = { token, uri: (base as RewriteArgs).uri, edits: 0, cancel };
+      running = state;
       const listener = lc.onProgress(WorkDoneProgress.type, token, (value) => {
         if (value.kind !== "end" && value.message) progress.report({ message: value.message });
       });
@@ -176,7 +210,8 @@ export async function rewrite(context: vscode.ExtensionContext, base?: RewriteAr
         }
         return result;
       } catch (e) {
-        vscode.window.showErrorMessage(`EditSpec: ${(e as Error).message}`);
+        running = undefined; // no more edits of this rewrite: putting the document back is not one of them
+        vscode.window.showErrorMessage(`EditSpec: ${(e as Error).message}${await putBack(state)}`);
         return undefined;
       } finally {
         listener.dispose();

@@ -6,13 +6,31 @@ const Module = require("node:module");
 function fakes(config = {}) {
   const calls = { commands: {}, requests: [], notifications: [], quickPicks: [], edits: [], clients: [], messages: [] };
   let onCancel = null;
+  // A document whose text the editor's edits really change (each edit a new version), as VS Code's does.
+  const document = {
+    uri: { toString: () => "file:///w/a.py" },
+    text: "def a():\n    x = 1\n    y = 2\n    z = 3\n    return x + y + z\n",
+    version: 1,
+    getText() { return this.text; },
+    get lineCount() { return this.text.split("\n").length; },
+    offset(p) {
+      const lines = this.text.split("\n");
+      if (p.line >= lines.length) return this.text.length;
+      return lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + Math.min(p.character, lines[p.line].length);
+    },
+    validateRange(r) { return r; },
+  };
   const editor = {
-    document: { uri: { toString: () => "file:///w/a.py" } },
+    document,
     selection: { active: { line: 4, character: 2 } },
     edit: async (build, options) => {
       const ops = [];
       build({ replace: (range, text) => ops.push({ range, text }) });
       calls.edits.push({ ops, options });
+      for (const { range, text } of [...ops].reverse()) {
+        document.text = document.text.slice(0, document.offset(range.start)) + text + document.text.slice(document.offset(range.end));
+      }
+      document.version += 1;
       return true;
     },
   };
@@ -193,3 +211,27 @@ test("a changed setting goes to the running server; only how the server starts r
   assert.deepEqual(f.calls.clients[1].serverOptions, { command: "/venv/bin/python", args: ["-m", "lsp"] });
   assert.equal(f.calls.clients[1].clientOptions.initializationOptions.maxTokens, 500);
 });
+
+for (const typed of [false, true]) {
+  test(`a server that stops half-way through a rewrite: ${typed ? "the user typed since, so Undo is named" : "the document is put back"}`, async () => {
+    const f = fakes();
+    const ext = load(f);
+    await ext.activate(context());
+    const client = f.calls.clients[0];
+    const original = f.editor.document.text;
+    client.sendRequest = async (type) => {
+      if (type.method === "textDocument/codeAction") return [];
+      const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
+        edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
+      for (const line of [1, 2]) await client.handlers["workspace/applyEdit"](edit(line));
+      if (typed) f.editor.document.version += 1; // a keystroke elsewhere, not one of the rewrite's edits
+      throw new Error("Pending response rejected since connection got disposed");
+    };
+    assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
+    const halfWay = original.replace("x = 1", "w = 1").replace("y = 2", "w = 2");
+    assert.equal(f.editor.document.text, typed ? halfWay : original);
+    assert.equal(f.calls.messages.length, 1);
+    assert.match(f.calls.messages[0], typed ? /connection got disposed; .*Undo takes it back/ : /connection got disposed; the function is back as it was/);
+    if (!typed) assert.deepEqual(f.calls.edits.at(-1).options, { undoStopBefore: false, undoStopAfter: true }); // in the same undo step
+  });
+}
