@@ -7,7 +7,8 @@ the same list gives it back unchanged too, but offers each replacement as the ru
 the byte where it parts from the unchanged answer, and writes it surely once it is taken (a second look's
 fork). Every byte is a token (256 ends the answer), so prompt lookup drafts copies as it does for a real model.
 `EDITSPEC_SCRIPTED_DELAY` (seconds) is slept in every model pass of the answer, so that a test can edit,
-cancel or shut down while it streams.
+cancel or shut down while it streams. An answer that has written `CRASH` ends the process at once (exit code
+70), as a server killed half-way through a rewrite.
 """
 
 from __future__ import annotations
@@ -102,6 +103,8 @@ class ScriptedBackend(FakeBackend):
             texts = scripted_answers(prompt.decode("utf-8", errors="replace"))
             answers = self._answers[prompt] = [t.encode() for t in texts]
         written, first = data[start:], answers[0]
+        if written.endswith(b"CRASH"):
+            os._exit(70)
         row[END] = 1.0
         for answer in answers:
             if answer.startswith(written) and len(written) < len(answer):

@@ -53,6 +53,8 @@ def test_rewrite_undo_cancel_in_headless_neovim(tmp_path):
         EDITSPEC_EXPECTED=str(tmp_path / "expected.py"),
         EDITSPEC_LINE=str(target.line + 1),
         EDITSPEC_INSTRUCTION=RENAME,
+        # Streams the new first line, then the server dies (the scripted model exits on writing CRASH).
+        EDITSPEC_CRASH='scripted: [["def describe", "def summarize"], ["return text", "return CRASH"]]',
         EDITSPEC_SERVER_MODULE="tests.scripted_lsp",
         EDITSPEC_SCRIPTED_DELAY="0.02",  # a pace at which the second rewrite can be cancelled while it streams
         XDG_STATE_HOME=str(tmp_path / "state"),

@@ -97,4 +97,20 @@ editspec.configure({ maxTokens = vim.NIL })
 if not rewrite_now().applied then fail('with maxTokens back to its default the rewrite was not applied') end
 if text(buf) ~= expected then fail('buffer differs from the expected text:\n' .. text(buf)) end
 
+-- 6. The server dies half-way through a rewrite (the scripted model exits on writing CRASH): the function is
+-- back as it was, and the rewrite ends with an error.
+vim.cmd('normal! u')
+if text(buf) ~= original then fail('undo after step 5 did not restore the original:\n' .. text(buf)) end
+editspec.last_result[buf] = nil
+vim.cmd('EditSpec ' .. vim.env.EDITSPEC_CRASH)
+if not vim.wait(60000, function() return editspec.last_result[buf] ~= nil end, 20) then
+  fail('the rewrite whose server died did not end')
+end
+local crashed = editspec.last_result[buf]
+if not (crashed.error and crashed.error:find('back as it was', 1, true)) then
+  fail('not put back after the server died: ' .. vim.inspect(crashed))
+end
+if text(buf) ~= original then fail('the buffer is not the original after the server died:\n' .. text(buf)) end
+if editspec.running[buf] then fail('the rewrite is still marked running') end
+
 vim.cmd('qall!')

@@ -33,6 +33,9 @@ local function apply_edit(err, params, ctx)
   if not state then
     return default(err, params, ctx)
   end
+  if state.edits == 0 then
+    state.original = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  end
   local result
   vim.api.nvim_buf_call(bufnr, function()
     if state.edits > 0 then
@@ -41,7 +44,33 @@ local function apply_edit(err, params, ctx)
     result = default(err, params, ctx)
   end)
   state.edits = state.edits + 1
+  state.tick = vim.api.nvim_buf_get_changedtick(bufnr)
   return result
+end
+
+-- The server stopped (it crashed, or was killed) with rewrites running: their answers will never come. Each buffer
+-- goes back to what it was before the rewrite's first edit when nothing else changed it since (in the same undo
+-- step); otherwise the message says that `u` takes the half-written function back.
+function M.server_stopped(client_id, code, signal)
+  for bufnr, state in pairs(M.running) do
+    if state.client_id == client_id then
+      M.running[bufnr] = nil
+      local message = ('the language server stopped during the rewrite (exit code %d, signal %d)'):format(code, signal)
+      if state.edits > 0 and vim.api.nvim_buf_is_valid(bufnr) then
+        if vim.api.nvim_buf_get_changedtick(bufnr) == state.tick then
+          vim.api.nvim_buf_call(bufnr, function()
+            pcall(vim.cmd, 'undojoin')
+            vim.api.nvim_buf_set_lines(bufnr, 0, -1, true, state.original)
+          end)
+          message = message .. '; the function is back as it was'
+        else
+          message = message .. '; it stopped half-way through the function: u takes it back'
+        end
+      end
+      M.last_result[bufnr] = { error = message }
+      vim.notify('editspec: ' .. message, vim.log.levels.ERROR)
+    end
+  end
 end
 
 function M.buffer_of(edit)
@@ -60,6 +89,9 @@ local function start(bufnr)
     root_dir = root,
     init_options = M.config.settings,
     handlers = { ['workspace/applyEdit'] = apply_edit },
+    on_exit = function(code, signal, client_id)
+      vim.schedule(function() M.server_stopped(client_id, code, signal) end)
+    end,
   }, { bufnr = bufnr })
 end
 
@@ -104,7 +136,7 @@ function M.rewrite(instruction, bufnr)
     return
   end
   local token = 'editspec-' .. tostring(vim.uv.hrtime())
-  M.running[bufnr] = { token = token, edits = 0 }
+  M.running[bufnr] = { token = token, edits = 0, client_id = client.id }
   local args = {
     uri = vim.uri_from_bufnr(bufnr),
     position = cursor_position(client, bufnr),
