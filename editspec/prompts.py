@@ -61,7 +61,6 @@ def edit_messages(
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
 
 
-@functools.lru_cache(maxsize=8)
 def whole_file_messages(before: str, instruction: str) -> list[dict]:
     """The benchmarks' baseline, what a plain llama-cpp-python user would send: the instruction and the whole
     file (the same system prompt)."""
@@ -71,6 +70,7 @@ def whole_file_messages(before: str, instruction: str) -> list[dict]:
     ]
 
 
+@functools.lru_cache(maxsize=8)
 def _compiled(template: str):
     """Compiling a chat template takes milliseconds: once per template, not once per request."""
     return ImmutableSandboxedEnvironment(trim_blocks=True, lstrip_blocks=True).from_string(template)
