@@ -26,7 +26,6 @@ from .rewrite import (
     Rewriter,
     SourceFile,
     moved,
-    unified_diff,
     writable_target,
     write_atomically,
 )
@@ -245,7 +244,7 @@ def finish_file(job: FileJob, current: str, outcome: FileOutcome, apply: bool) -
     if current == source.text:
         return outcome
     outcome.status = "rewritten"
-    outcome.diff = unified_diff(source.text, current, job.path)
+    outcome.diff = source.diff(current)
     new_bytes = source.encode(current)
     outcome.sha_after = hashlib.sha256(new_bytes).hexdigest()
     if apply:

@@ -386,7 +386,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
     --show, --trace per function), rewritten bottom-up in one process so that they share the file's prompt
     prefix; the accepted ones are written together, once, atomically."""
     from .display import LiveProgress, show_pieces, summary_line
-    from .rewrite import FileChanged, RewriteError, Rewriter, SourceFile, moved, unified_diff, write_atomically
+    from .rewrite import FileChanged, RewriteError, Rewriter, SourceFile, moved, write_atomically
 
     force, quiet = opts["force"], opts["quiet"]
     rewriter = Rewriter(decoder, opts["context_tokens"], finish_refused=force, second_look=opts["second_look"])
@@ -427,7 +427,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
         if not quiet:
             err.print(f"{target.name}: {summary_line(result.stats)}", highlight=False)
     results.reverse()  # in file order
-    diff = unified_diff(source.text, current, source.path)
+    diff = source.diff(current)
     if opts["as_json"]:
         functions = [dict(r.to_json(), applied=r.target.name not in refused) for r in results]
         failures = [{"target": name, "error": "failed"} for name in failed]

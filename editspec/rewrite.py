@@ -103,6 +103,10 @@ class SourceFile:
                 out.append(line[:-1] + "\r\n" if crlf and line.endswith("\n") else line)
         return "".join(out).encode("utf-8")
 
+    def diff(self, text: str) -> str:
+        """The patch from this file to a new "\n" text, in the file's own line ends (what --apply would write)."""
+        return unified_diff(self.raw.decode("utf-8"), self.encode(text).decode("utf-8"), self.path)
+
     @property
     def digest(self) -> str:
         return hashlib.sha256(self.raw).hexdigest()
@@ -180,10 +184,13 @@ def patch_path(path: Path | str | None) -> str:
 
 
 def unified_diff(old: str, new: str, path: Path | str | None) -> str:
+    """A patch that `git apply` and `patch -p1` take as they take git's: lines split at "\n" only (a form feed or
+    U+2028 is inside a line for them), "\\ No newline at end of file" after a last line without one, and a tab
+    after a file name with a space in it (as git writes it, for patch)."""
     name = patch_path(path)
-    return "".join(
-        difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True), f"a/{name}", f"b/{name}")
-    )
+    tab = "\t" if " " in name else ""
+    lines = difflib.unified_diff(_lines_at_lf(old), _lines_at_lf(new), f"a/{name}{tab}", f"b/{name}{tab}")
+    return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
 @dataclass
@@ -421,7 +428,7 @@ class RewriteResult:
         return self.new_text != self.source.text
 
     def diff(self) -> str:
-        return unified_diff(self.source.text, self.new_text, self.source.path)
+        return self.source.diff(self.new_text)
 
     def to_json(self) -> dict:
         t = self.target

@@ -213,6 +213,36 @@ def test_a_read_only_file_is_refused_before_the_model_runs(two, monkeypatch):
         assert two.read_text() == TWO
 
 
+PATCH_FILES = {
+    "crlf.py": TWO.replace("\n", "\r\n"),
+    "mixed.py": TWO.replace("    s = 0\n", "    s = 0\r\n"),
+    "no newline at end.py": TWO.rstrip("\n"),  # and a name with spaces
+    "odd breaks.py": TWO.replace("def total", "# a\fb\u2028c\x1c\ndef total"),  # breaks for str.splitlines only
+    "bom.py": "\ufeff" + TWO,
+}
+
+
+@pytest.mark.parametrize("name", list(PATCH_FILES))
+def test_the_printed_patch_applies_with_git_and_patch_as_apply_writes_it(tmp_path, scripted_model, monkeypatch, name):
+    import subprocess
+
+    monkeypatch.chdir(tmp_path)
+    original = PATCH_FILES[name].encode()
+    (tmp_path / name).write_bytes(original)
+    patch = run(name, "-f", "total", "-i", USE_SUM)
+    assert patch.exit_code == 0 and "+    return sum(xs)" in patch.output, patch.output
+    assert run(name, "-f", "total", "-i", USE_SUM, "--apply").exit_code == 0
+    written = (tmp_path / name).read_bytes()
+    assert written != original
+    for tool in (["git", "apply"], ["patch", "-p1", "--quiet"]):
+        where = tmp_path / tool[0]
+        where.mkdir()
+        (where / name).write_bytes(original)
+        done = subprocess.run(tool, input=patch.stdout_bytes, cwd=where, capture_output=True, timeout=30)
+        assert done.returncode == 0, (tool, done.stdout, done.stderr, patch.output)
+        assert (where / name).read_bytes() == written, tool
+
+
 def test_apply_to_a_fifo_is_refused_before_reading_it_and_a_device_is_not_read(two, tmp_path):
     import contextlib
     import os
