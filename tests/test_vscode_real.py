@@ -209,3 +209,7 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     # 4. The trace webview shows the last finished rewrite, of this function with its instruction.
     assert f"describe — {INSTRUCTION}" in report["webviewText"]
     assert "acceptance" in report["webviewText"]
+    # 5. The server killed half-way through a rewrite: the function is back, and the message says so.
+    assert report["killedMidway"], "the last rewrite finished before the server could be killed"
+    assert "server stopped during the rewrite; the function is back as it was" in report["killMessage"]
+    assert report["afterKill"] == CODE

@@ -1,12 +1,14 @@
 // Drives a real VS Code (code-server) in headless Chromium the way a user would, and reports what it saw.
 // Run by tests/test_vscode_real.py, which installs the packaged extension, starts code-server and checks the
-// report against what `editspec rewrite` writes. Every wait is bounded; a step that times out throws.
+// report against what `editspec rewrite` writes. Every wait is bounded; a step that times out throws. The last step
+// kills the language server (`python -m lsp`) half-way through a rewrite.
 //
 // Environment: EDITSPEC_E2E_URL (code-server's workbench URL with ?folder=), EDITSPEC_E2E_FILE (the file,
 // relative to the workspace), EDITSPEC_E2E_LINE (1-based line inside the function), EDITSPEC_E2E_INSTRUCTION,
 // EDITSPEC_E2E_CANCEL_INSTRUCTION, EDITSPEC_E2E_OUT (directory for report.json and screenshots),
 // EDITSPEC_E2E_CHROMIUM (the browser), EDITSPEC_E2E_PLAYWRIGHT (playwright-core's package directory).
 import { createRequire } from "node:module";
+import { execSync } from "node:child_process";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 
@@ -197,6 +199,27 @@ try {
   await page.screenshot({ path: join(OUT, "trace.png") });
   log("trace shown");
 
+  // 5. The language server dies (killed) half-way through a rewrite: the extension puts the function back.
+  await page.keyboard.press("Control+1"); // back to the file's editor group (the trace opened beside it)
+  await moveCursor(page, line);
+  await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
+  await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
+  const changedBeforeKill = await waitFor("the first streamed edit before the kill", async () => {
+    const text = await editorText(page);
+    if (text !== null && text !== original) return text;
+    if (!(await progressShown(page))) return "finished";
+    return null;
+  }, 120000, 10);
+  execSync("pkill -KILL -f ' -m lsp$'");
+  log("server killed", { changedBeforeKill: changedBeforeKill !== "finished" });
+  const killMessage = await waitFor("the message after the kill", async () => {
+    const toasts = page.locator(".notifications-toasts .notification-toast", { hasText: "back as it was" });
+    return (await toasts.count()) ? toasts.first().innerText() : null;
+  }, 30000, 100);
+  await page.screenshot({ path: join(OUT, "after-kill.png") });
+  const afterKill = await savedText(page);
+  log("put back after the kill");
+
   Object.assign(report, {
     original: originalOnDisk,
     states,
@@ -204,6 +227,9 @@ try {
     afterUndo,
     afterCancel,
     cancelledMidway: changedBeforeCancel !== "finished",
+    killedMidway: changedBeforeKill !== "finished",
+    killMessage,
+    afterKill,
     webviewText: webviewText.slice(0, 4000),
     screenshot,
   });

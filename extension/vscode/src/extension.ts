@@ -19,6 +19,7 @@ import {
   EditSpecSettings,
   RewriteArgs,
   SERVER_PROCESS_SETTINGS,
+  failureMessage,
   initializationOptions,
   remember,
   rewriteArguments,
@@ -211,7 +212,7 @@ export async function rewrite(context: vscode.ExtensionContext, base?: RewriteAr
         return result;
       } catch (e) {
         running = undefined; // no more edits of this rewrite: putting the document back is not one of them
-        vscode.window.showErrorMessage(`EditSpec: ${(e as Error).message}${await putBack(state)}`);
+        vscode.window.showErrorMessage(`EditSpec: ${failureMessage((e as Error).message)}${await putBack(state)}`);
         return undefined;
       } finally {
         listener.dispose();

@@ -84,3 +84,8 @@ export interface RewriteArgs {
 export function rewriteArguments(base: RewriteArgs, instruction: string, token: string): RewriteArgs {
   return { uri: base.uri, position: base.position, instruction, workDoneToken: token };
 }
+
+/** What a failed rewrite request tells the user: the JSON-RPC layer's words for a lost server made plain. */
+export function failureMessage(message: string): string {
+  return /connection (got |is )?(disposed|closed)/i.test(message) ? "the language server stopped during the rewrite" : message;
+}

@@ -231,7 +231,7 @@ for (const typed of [false, true]) {
     const halfWay = original.replace("x = 1", "w = 1").replace("y = 2", "w = 2");
     assert.equal(f.editor.document.text, typed ? halfWay : original);
     assert.equal(f.calls.messages.length, 1);
-    assert.match(f.calls.messages[0], typed ? /connection got disposed; .*Undo takes it back/ : /connection got disposed; the function is back as it was/);
+    assert.match(f.calls.messages[0], typed ? /server stopped during the rewrite; .*Undo takes it back/ : /server stopped during the rewrite; the function is back as it was/);
     if (!typed) assert.deepEqual(f.calls.edits.at(-1).options, { undoStopBefore: false, undoStopAfter: true }); // in the same undo step
   });
 }

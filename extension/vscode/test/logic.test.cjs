@@ -58,3 +58,10 @@ test("server settings name every setting, an empty one as null (the server's def
   assert.equal(set.prefixCacheMb, 0);
   assert.equal(set.model, "tiny");
 });
+
+test("a lost connection is named as the server stopping; other errors are kept as they are", () => {
+  assert.equal(logic.failureMessage("Pending response rejected since connection got disposed"),
+    "the language server stopped during the rewrite");
+  assert.equal(logic.failureMessage("Connection is closed."), "the language server stopped during the rewrite");
+  assert.equal(logic.failureMessage("no function, method or class there"), "no function, method or class there");
+});
