@@ -14,6 +14,7 @@ import copy
 import multiprocessing
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -188,9 +189,23 @@ class InProcessPool:
 _local_worker: BatchWorker | None = None
 
 
-def _local_init(spec: WorkerSpec) -> None:
+def _local_init(spec: WorkerSpec, driver: int) -> None:
     global _local_worker
+    _exit_with(driver)
     _local_worker = BatchWorker(spec)
+
+
+def _exit_with(driver: int, interval: float = 0.5) -> None:
+    """End this worker process when its driver is gone. A driver killed outright (SIGKILL, the OOM killer) cannot
+    stop its pool, and its workers would wait on their job queue for ever, each holding a model in memory: the
+    queue never reports its end, as every worker holds both ends of it."""
+
+    def watch() -> None:
+        while os.getppid() == driver:
+            time.sleep(interval)
+        os._exit(1)
+
+    threading.Thread(target=watch, name="editspec-driver-watch", daemon=True).start()
 
 
 def _local_run(task: FileTask) -> TaskResult:
@@ -215,7 +230,7 @@ class ProcessPool:
             max_workers=self.workers,
             mp_context=multiprocessing.get_context("spawn"),
             initializer=_local_init,
-            initargs=(self.spec,),
+            initargs=(self.spec, os.getpid()),
         )
 
     def run(self, tasks: list[FileTask], on_function: Callable | None = None) -> Iterator[tuple[FileTask, object]]:

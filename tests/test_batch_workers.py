@@ -3,6 +3,7 @@ worker dies, a file changed meanwhile skipped; on a real Ray cluster of two node
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -125,6 +126,44 @@ def test_killing_a_worker_loses_nothing_and_a_rerun_completes(tmp_path, request,
         assert rerun.returncode == 0, rerun.stderr
     # (The killed worker's file is given to another worker: usually the first run finishes it all.)
     assert {p.name: p.read_text() for p in tree.iterdir()} == expected, err
+
+
+def test_workers_end_when_their_driver_is_killed(tmp_path):
+    """SIGKILL leaves the driver no time to stop its pool: its workers must not live on, each holding a model."""
+    tree = make_tree(tmp_path, copies=2)
+    state = tmp_path / "s.json"
+    command = [sys.executable, "-m", "editspec.cli", "batch", str(tree), "-i", INSTRUCTION, "-q", "--threads", "1",
+               "--max-tokens", "60", "--state", str(state), "--workers", "2"]  # fmt: skip
+    driver = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                              env=dict(os.environ, XDG_CACHE_HOME=CACHE))  # fmt: skip
+    try:
+        deadline = time.time() + 120
+        workers: list[str] = []
+        while time.time() < deadline and driver.poll() is None and len(workers) < 2:
+            found = subprocess.run(["pgrep", "-P", str(driver.pid), "-f", "spawn_main"], capture_output=True, text=True)
+            workers = found.stdout.split()
+            time.sleep(0.1)
+        assert driver.poll() is None and len(workers) == 2, "the run ended before its workers could be seen"
+        driver.kill()
+        driver.wait(10)
+        deadline = time.time() + 15
+        alive = workers
+        while time.time() < deadline and alive:
+            alive = [w for w in workers if os.path.exists(f"/proc/{w}") and "Z" not in _state(w)]
+            time.sleep(0.2)
+        assert not alive, f"workers {alive} outlived their driver"
+    finally:
+        driver.kill()
+        for w in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(int(w), signal.SIGKILL)
+
+
+def _state(pid: str) -> str:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return "Z"
 
 
 @pytest.mark.parametrize("where", ["workers", "ray"])
