@@ -279,7 +279,8 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
     backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
     threads = backend.n_threads
     runners: dict[str, Callable[[Case, Callable], Run]] = {}
-    lookup = Decoder(backend, DecodeOptions(), on_calibrate=lambda: progress(calibration.MEASURING))
+    measuring = lambda done, total: progress(calibration.MEASURING) if done == 0 else None  # noqa: E731
+    lookup = Decoder(backend, DecodeOptions(), on_calibrate=measuring)
     plain_engine = Decoder(backend, DecodeOptions(speculate=False))
     is_end = backend.is_end_of_generation
     for name in methods:

@@ -23,7 +23,9 @@ def cache_file() -> Path:
     return Path(base) / "editspec" / "verify-costs.json"
 
 
-def measure_verify_seconds(backend, sweeps: int = SWEEPS, seed: int = 0, clock=time.perf_counter) -> list[float]:
+def measure_verify_seconds(
+    backend, sweeps: int = SWEEPS, seed: int = 0, clock=time.perf_counter, on_progress=None
+) -> list[float]:
     """Seconds of `evaluate` over m tokens, m = 0..MAX_PASS (index 0 unused), each length measured.
 
     The curve is not smooth: the CPU kernels work in tiles of rows, so on the coder model here a pass over 16
@@ -31,13 +33,17 @@ def measure_verify_seconds(backend, sweeps: int = SWEEPS, seed: int = 0, clock=t
     none interpolated, and a longer pass may cost less than a shorter one. The lengths are measured in `sweeps`
     sweeps, each in its own shuffled order (so that a slow spell of the machine falls on a few lengths of one
     sweep, not on the long ones of every sweep), and each length keeps its median: robust to a busy spell, and
-    to the odd fast outlier that a fastest-of-sweeps takes for the truth."""
+    to the odd fast outlier that a fastest-of-sweeps takes for the truth. `on_progress(done, total)` before the
+    first pass and after each, counting m + 1 for a pass over m tokens (about how its time grows)."""
     filler = [t % (backend.n_vocab - 10) + 10 for t in range(CONTEXT_TOKENS)]
     backend.truncate(0)
     backend.prefill(filler)
     lengths = list(range(1, MAX_PASS + 1))
     times: dict[int, list[float]] = {m: [] for m in lengths}
     order = random.Random(seed)
+    done, total = 0, sweeps * sum(m + 1 for m in lengths)
+    if on_progress is not None:
+        on_progress(done, total)
     for _ in range(sweeps):
         order.shuffle(lengths)
         for m in lengths:
@@ -45,6 +51,9 @@ def measure_verify_seconds(backend, sweeps: int = SWEEPS, seed: int = 0, clock=t
             backend.evaluate(filler[:m])
             times[m].append(clock() - t0)
             backend.truncate(CONTEXT_TOKENS)
+            done += m + 1
+            if on_progress is not None:
+                on_progress(done, total)
     backend.truncate(0)
     return [0.0] + [statistics.median(times[m]) for m in range(1, MAX_PASS + 1)]
 
@@ -58,8 +67,8 @@ def identity_key(backend) -> str:
 
 
 def verify_seconds(backend, refresh: bool = False, on_measure=None) -> list[float]:
-    """The cached calibration for this backend, measuring it first if needed (`on_measure()` just before: about two
-    minutes for the coder model on 2 cores)."""
+    """The cached calibration for this backend, measuring it first if needed (about two minutes for the coder
+    model on 2 cores; `on_measure(done, total)` meanwhile, as `measure_verify_seconds`'s `on_progress`)."""
     key = identity_key(backend)
     try:
         cached = json.loads(cache_file().read_text()).get(key)
@@ -67,9 +76,7 @@ def verify_seconds(backend, refresh: bool = False, on_measure=None) -> list[floa
         cached = None
     if not refresh and isinstance(cached, list) and len(cached) == MAX_PASS + 1:
         return cached
-    if on_measure is not None:
-        on_measure()
-    costs = measure_verify_seconds(backend)
+    costs = measure_verify_seconds(backend, on_progress=on_measure)
     _atomic_update(cache_file(), key, costs)  # a read-only home only costs a re-measurement next time
     return costs
 

@@ -159,12 +159,6 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
         raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
 
 
-def calibrating_note() -> None:
-    from .calibration import MEASURING
-
-    err.print(f"{MEASURING}…", highlight=False)
-
-
 def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = False):
     from .decoding import DecodeOptions, open_decoder
     from .display import PrepareBar
@@ -173,7 +167,7 @@ def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = Fal
         speculate=not d.no_speculation, temperature=d.temperature, top_p=d.top_p, seed=d.seed, max_tokens=d.max_tokens
     )
     try:
-        with PrepareBar(err, enabled=not quiet) as bar:
+        with PrepareBar(err, enabled=not quiet) as bar, PrepareBar(err, enabled=not quiet, measuring=True) as measuring:
             return open_decoder(
                 d.model,
                 d.draft_model,
@@ -183,7 +177,7 @@ def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = Fal
                 prompts_on_disk=prompts_on_disk,
                 gpu_layers=d.gpu_layers,
                 on_prepare=bar.update,
-                on_calibrate=None if quiet else calibrating_note,
+                on_calibrate=measuring.update,
             )
     except ModelError as e:
         fail(str(e), EXIT_MODEL)

@@ -45,20 +45,6 @@ def check_same_vocabulary(target, draft) -> None:
             )
 
 
-def _once(fn):
-    """`fn` called at most once (None stays None)."""
-    if fn is None:
-        return None
-    called = []
-
-    def once():
-        if not called:
-            called.append(True)
-            fn()
-
-    return once
-
-
 class Decoder:
     """A target model (and optional draft model) ready to decode with the chosen options."""
 
@@ -76,8 +62,8 @@ class Decoder:
         driver's, so that every worker drafts, and so writes, exactly as the driver would). Without them the
         decoder learns: it starts from what earlier requests on this model taught (acceptance estimates, and the
         verify costs the rounds really took, correcting the calibration), and saves it after each request.
-        `on_calibrate()`: once, before this machine's verify costs are measured (a model file's first run)."""
-        on_calibrate = _once(on_calibrate)  # the target and a draft model may both be measured: told once
+        `on_calibrate(done, total)`: while this machine's verify costs are measured (a model file's first run;
+        the target's, then a draft model's)."""
         self.backend = backend
         self.options = options or DecodeOptions()
         self._newlines: dict[int, bool] = {}  # token -> its text holds a line break
@@ -208,8 +194,8 @@ def open_decoder(
     """Load the target (and draft) model and calibrate: what the CLI, batch mode and the server start with.
     `model`: a name or a GGUF path (None: $EDITSPEC_MODEL, else `coder`); `draft_model` likewise (None:
     $EDITSPEC_DRAFT_MODEL, else none); `gpu_layers` go to both; `on_prepare(done, total)` while a named model is
-    assembled on first use; `on_calibrate()` once before this machine's verify costs are measured (the first run
-    of a model file and thread count). `prompts_on_disk`: kept prompt states go to editspec's cache too (as many
+    assembled on first use; `on_calibrate(done, total)` while this machine's verify costs are measured (the first
+    run of a model file and thread count). `prompts_on_disk`: kept prompt states go to editspec's cache too (as many
     MB as `prefix_cache_mb` again), where a later process on the same model file finds them."""
     from .backend import LlamaBackend
     from .models import DRAFT_MODEL_ENV, prompt_states_dir, resolve_model_path

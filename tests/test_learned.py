@@ -63,6 +63,33 @@ def test_the_calibration_measures_every_length_and_keeps_the_dips():
     assert len({tuple(s) for s in sweeps}) == len(sweeps)  # each sweep in its own order
 
 
+def test_the_calibration_reports_its_progress_and_the_bar_shows_it():
+    """Two minutes on the coder model at a first run: a bar with the time left, after the assembly's bar."""
+    import io
+
+    from rich.console import Console
+
+    from editspec.display import PrepareBar
+
+    backend = TimedBackend(dipped)
+    seen: list[tuple[int, int]] = []
+    calibration.measure_verify_seconds(backend, clock=lambda: backend.now, on_progress=lambda d, t: seen.append((d, t)))
+    total = seen[0][1]
+    assert seen[0] == (0, total) and seen[-1] == (total, total) and len(seen) == 1 + len(backend.lengths)
+    assert all(a[0] < b[0] for a, b in zip(seen, seen[1:], strict=False))
+    for terminal in (True, False):
+        out = io.StringIO()
+        console = Console(file=out, force_terminal=terminal, width=100)
+        with PrepareBar(console) as assembly, PrepareBar(console, measuring=True) as measuring:
+            for done in (0, 50, 100):
+                assembly.update(done, 100)
+            for done, of in seen:  # a second live display while the first is open would raise
+                measuring.update(done, of)
+        assert out.getvalue().count(calibration.MEASURING) == 1, out.getvalue()
+        if terminal:
+            assert "measuring this machine's verify costs (once)" in out.getvalue()
+
+
 @pytest.mark.parametrize("factor", [3.0, 0.3])
 def test_a_busy_or_lucky_spell_as_long_as_a_sweep_does_not_move_the_calibration(factor):
     backend = TimedBackend(dipped, slowed=range(50, 83), factor=factor)

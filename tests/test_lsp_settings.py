@@ -216,11 +216,11 @@ async def test_the_warm_start_says_when_it_measures_this_machine():
     reports = []
     watcher = asyncio.ensure_future(ls.loading_message(loading, lambda message, pct: reports.append(message)))
     await asyncio.sleep(0.3)
-    ls._on_calibrate()
+    ls._on_calibrate(30, 120)
     await asyncio.sleep(0.3)
     loading.set_result(None)
     await watcher
-    assert reports == [calibration.MEASURING] * len(reports) and reports
+    assert reports == [f"{calibration.MEASURING}: 25%"] * len(reports) and reports
 
 
 def test_the_memory_for_kept_prompts_changes_without_a_reload(make_client):
