@@ -5,6 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import os
+import signal
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -72,8 +73,17 @@ gpu_layers_option = click.option(
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="editspec")
-def main() -> None:
+@click.pass_context
+def main(ctx: click.Context) -> None:
     """Fast local code edits with prompt-lookup speculative decoding."""
+    # `kill`, `timeout` and process managers stop a run with SIGTERM: it ends as Ctrl-C does (nothing
+    # half-written, no temporary file left, a batch's finished files and state kept for resuming).
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    ctx.call_on_close(lambda: signal.signal(signal.SIGTERM, previous))
+
+
+def _terminated(signum, frame) -> None:
+    raise KeyboardInterrupt
 
 
 @dataclass

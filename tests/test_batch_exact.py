@@ -12,6 +12,7 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
 from editspec.cli import main
@@ -54,7 +55,7 @@ def scripted_batch(tree: Path, state: Path, *extra: str, delay: float = 0.0):
     return command + ["-i", WIDEN, *extra], env
 
 
-def interrupt_after_first_file(tree: Path, state: Path, *extra: str) -> None:
+def interrupt_after_first_file(tree: Path, state: Path, *extra: str, signum: int = signal.SIGINT) -> None:
     command, env = scripted_batch(tree, state, *extra, delay=0.05)
     # A shell's background job (`cmd &` without job control) ignores SIGINT, and a child inherits that: Python
     # then never raises KeyboardInterrupt. The run must see Ctrl-C as a user's terminal sends it.
@@ -73,7 +74,7 @@ def interrupt_after_first_file(tree: Path, state: Path, *extra: str) -> None:
             break
         time.sleep(0.02)
     assert proc.poll() is None, "the run finished before it could be interrupted"
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(signum)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     assert "Run the same command again to resume" in err
@@ -84,11 +85,12 @@ def resume(tree: Path, state: Path, *extra: str) -> subprocess.CompletedProcess:
     return subprocess.run(command, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
 
 
-def test_interrupted_apply_never_half_writes_and_resumes(tmp_path):
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM], ids=["Ctrl-C", "kill"])
+def test_interrupted_apply_never_half_writes_and_resumes(tmp_path, signum):
     tree = make_tree(tmp_path)
     originals = {p.name: p.read_text() for p in tree.iterdir()}
     state = tmp_path / "state.json"
-    interrupt_after_first_file(tree, state, "--apply")
+    interrupt_after_first_file(tree, state, "--apply", signum=signum)
     done = [name for name, text in originals.items() if (tree / name).read_text() == widened(text)]
     untouched = [name for name, text in originals.items() if (tree / name).read_text() == text]
     assert len(done) >= 1 and sorted(done + untouched) == sorted(originals), "a file is half-written"
@@ -98,6 +100,7 @@ def test_interrupted_apply_never_half_writes_and_resumes(tmp_path):
     for name, text in originals.items():
         assert (tree / name).read_text() == widened(text), f"{name}: redone or not done"
     assert not state.exists()
+    assert not [p.name for p in tree.iterdir() if p.name.endswith(".editspec")], "a temporary file was left"
 
 
 def test_resume_redoes_a_finished_file_that_was_edited_since(tmp_path):
