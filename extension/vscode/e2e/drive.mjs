@@ -77,6 +77,16 @@ async function askRewrite(page, instruction) {
 
 const progressShown = (page) => page.locator(".notifications-toasts .notification-toast", { hasText: "EditSpec" }).count();
 
+/** The editor's text once a running rewrite has changed it, or "finished" if it ended first. */
+async function firstStreamedEdit(page, original) {
+  return waitFor("the first streamed edit", async () => {
+    const text = await editorText(page);
+    if (text !== null && text !== original) return text;
+    if (!(await progressShown(page))) return "finished";
+    return null;
+  }, 120000, 10);
+}
+
 /** Saves the file and reads it from disk: the exact text, line ends and all. */
 async function savedText(page) {
   await page.keyboard.press("Control+S");
@@ -170,12 +180,7 @@ try {
   const cancelButton = page.locator(".notifications-toasts .notification-toast", { hasText: "EditSpec" })
     .locator(".monaco-button", { hasText: "Cancel" });
   await cancelButton.first().waitFor({ state: "visible", timeout: 120000 });
-  const changedBeforeCancel = await waitFor("the first streamed edit", async () => {
-    const text = await editorText(page);
-    if (text !== null && text !== original) return text;
-    if (!(await progressShown(page))) return "finished";
-    return null;
-  }, 120000, 10);
+  const changedBeforeCancel = await firstStreamedEdit(page, original);
   await cancelButton.first().click({ timeout: 5000 });
   log("cancel clicked", { changedBeforeCancel: changedBeforeCancel !== "finished", seconds: (Date.now() - cancelStarted) / 1000 });
   await waitFor("the notification to close", async () => !(await progressShown(page)), 60000);
@@ -204,12 +209,7 @@ try {
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
-  const changedBeforeKill = await waitFor("the first streamed edit before the kill", async () => {
-    const text = await editorText(page);
-    if (text !== null && text !== original) return text;
-    if (!(await progressShown(page))) return "finished";
-    return null;
-  }, 120000, 10);
+  const changedBeforeKill = await firstStreamedEdit(page, original);
   execSync("pkill -KILL -f ' -m lsp$'");
   log("server killed", { changedBeforeKill: changedBeforeKill !== "finished" });
   const killMessage = await waitFor("the message after the kill", async () => {
