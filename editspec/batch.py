@@ -244,8 +244,8 @@ def finish_file(job: FileJob, current: str, outcome: FileOutcome, apply: bool) -
     if current == source.text:
         return outcome
     outcome.status = "rewritten"
-    outcome.diff = source.diff(current)
     new_bytes = source.encode(current)
+    outcome.diff = source.diff_to(new_bytes)  # encoded once: a CRLF file's encoding diffs its lines
     outcome.sha_after = hashlib.sha256(new_bytes).hexdigest()
     if apply:
         try:

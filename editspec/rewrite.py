@@ -105,7 +105,11 @@ class SourceFile:
 
     def diff(self, text: str) -> str:
         """The patch from this file to a new "\n" text, in the file's own line ends (what --apply would write)."""
-        return unified_diff(self.raw.decode("utf-8"), self.encode(text).decode("utf-8"), self.path)
+        return self.diff_to(self.encode(text))
+
+    def diff_to(self, new: bytes) -> str:
+        """The patch from this file to new bytes of it (`encode`'s, when they are at hand already)."""
+        return unified_diff(self.raw.decode("utf-8"), new.decode("utf-8"), self.path)
 
     @property
     def digest(self) -> str:
