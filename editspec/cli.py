@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import functools
+import io
 import json
 import os
 import signal
+import stat
 import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -36,6 +38,20 @@ def table_console() -> Console:
 
 # A preview (no --apply) of a result --apply would refuse exits as --apply would, so that a script can tell.
 REFUSED_PREVIEW = "refused: --apply would not write this (see the warning; --force writes it)"
+
+
+def stdin_is_stdout() -> str | None:
+    """The file's name when standard input and standard output are one regular file (`< f.py > f.py`), else None."""
+    try:
+        i, o = os.fstat(sys.stdin.fileno()), os.fstat(sys.stdout.fileno())
+    except (OSError, ValueError, AttributeError, io.UnsupportedOperation):
+        return None  # not real descriptors (a test runner's buffers)
+    if not stat.S_ISREG(i.st_mode) or (i.st_dev, i.st_ino) != (o.st_dev, o.st_ino):
+        return None
+    try:
+        return os.readlink(f"/proc/self/fd/{sys.stdin.fileno()}")
+    except OSError:
+        return "the file"
 
 
 def fail(message: str, code: int) -> None:
@@ -270,6 +286,14 @@ def rewrite(
     position = parse_line(line)
     try:
         if file == "-":
+            clobbered = stdin_is_stdout()
+            if clobbered:
+                fail(
+                    f"standard input and standard output are the same file ({clobbered}): the shell emptied it "
+                    "before editspec started (`< f > f` does that to any command); take it back from version "
+                    "control or a backup, and rewrite it in place with `editspec rewrite FILE ... --apply`",
+                    EXIT_INPUT,
+                )
             source = SourceFile.from_bytes(sys.stdin.buffer.read())
         else:
             if apply_:

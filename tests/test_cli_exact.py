@@ -523,3 +523,31 @@ def test_batch_when_a_later_function_adds_imports_above_an_earlier_one(two, monk
     result = CliRunner().invoke(main, ["batch", ".", "-i", BOTH_HINTS, "-q", "--apply", "--state", "../s.json"])
     assert result.exit_code == 0, result.output
     assert two.read_text() == BOTH_HINTED
+
+
+def test_stdin_and_stdout_on_one_file_is_named_as_the_shell_s_doing(tmp_path):
+    """`editspec rewrite - ... < f.py > f.py`: the shell empties f.py before editspec starts. Say so (exit 3)
+    instead of "no definition named total", which sends the user looking for the wrong thing."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    command = [str(Path(sys.executable).parent / "editspec"), "rewrite", "-", "--language", "python", "-f", "total"]
+    command += ["-i", USE_SUM]
+    path = tmp_path / "f.py"
+    path.write_text(TWO)
+    with open(path, "rb") as stdin, open(path, "wb") as stdout:  # as the shell opens them: the file is now empty
+        done = subprocess.run(command, stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == EXIT_INPUT, done.stderr
+    assert "standard input and standard output are the same file" in done.stderr and str(path) in done.stderr
+    path.write_text(TWO)
+    with open(path, "rb") as stdin, open(tmp_path / "out.py", "wb") as stdout:  # two files: on to the model
+        done = subprocess.run(
+            [*command, "--model", str(tmp_path / "no-such-model.gguf")],
+            stdin=stdin,
+            stdout=stdout,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=60,
+        )
+    assert "same file" not in done.stderr and done.returncode == 4, done.stderr
