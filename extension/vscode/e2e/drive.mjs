@@ -212,10 +212,19 @@ try {
   const changedBeforeKill = await firstStreamedEdit(page, original);
   execSync("pkill -KILL -f ' -m lsp$'");
   log("server killed", { changedBeforeKill: changedBeforeKill !== "finished" });
-  const killMessage = await waitFor("the message after the kill", async () => {
-    const toasts = page.locator(".notifications-toasts .notification-toast", { hasText: "back as it was" });
-    return (await toasts.count()) ? toasts.first().innerText() : null;
-  }, 30000, 100);
+  let killMessage;
+  try {
+    killMessage = await waitFor("the message after the kill", async () => {
+      const toasts = page.locator(".notifications-toasts .notification-toast", { hasText: "back as it was" });
+      return (await toasts.count()) ? toasts.first().innerText() : null;
+    }, 30000, 100);
+  } catch (e) {
+    // What the user saw instead: every toast's text, the editor's text and a screenshot.
+    const toasts = await page.locator(".notifications-toasts .notification-toast").allInnerTexts();
+    log("no put-back message", { toasts, editor: await editorText(page) });
+    await page.screenshot({ path: join(OUT, "after-kill.png") });
+    throw e;
+  }
   await page.screenshot({ path: join(OUT, "after-kill.png") });
   const afterKill = await savedText(page);
   log("put back after the kill");

@@ -40,6 +40,8 @@ interface Running {
   cancel: () => void;
   original?: string;
   version?: number;
+  /** The edit being applied now, if any: settles once `version` counts it. */
+  applying?: Thenable<boolean>;
 }
 let running: Running | undefined;
 
@@ -57,17 +59,22 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
     const first = state.edits === 0;
     state.edits += 1;
     if (first) state.original = editor.document.getText();
-    const applied = await editor.edit(
-      (builder) => {
-        for (const e of edits) {
-          const range = new vscode.Range(e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character);
-          builder.replace(range, e.newText);
-        }
-      },
-      { undoStopBefore: first, undoStopAfter: false },
-    );
-    if (applied) state.version = editor.document.version;
-    return { applied };
+    const applying = editor
+      .edit(
+        (builder) => {
+          for (const e of edits) {
+            const range = new vscode.Range(e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character);
+            builder.replace(range, e.newText);
+          }
+        },
+        { undoStopBefore: first, undoStopAfter: false },
+      )
+      .then((applied) => {
+        if (applied) state.version = editor.document.version;
+        return applied;
+      });
+    state.applying = applying;
+    return { applied: await applying };
   }
   const converted = await client!.protocol2CodeConverter.asWorkspaceEdit(params.edit);
   return { applied: await vscode.workspace.applyEdit(converted) };
@@ -81,6 +88,8 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
 export async function putBack(state: Running): Promise<string> {
   const halfWay = "; the rewrite stopped half-way through the function: Undo takes it back";
   if (state.edits === 0 || state.original === undefined) return "";
+  // The server may die while its last edit is still being applied here: that edit is the rewrite's too.
+  await Promise.resolve(state.applying).catch(() => undefined);
   const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === state.uri);
   const doc = editor?.document;
   if (doc && doc.getText() === state.original) return ""; // the server put it back itself

@@ -24,6 +24,7 @@ function fakes(config = {}) {
     document,
     selection: { active: { line: 4, character: 2 } },
     edit: async (build, options) => {
+      const delay = calls.editDelay;
       const ops = [];
       build({ replace: (range, text) => ops.push({ range, text }) });
       calls.edits.push({ ops, options });
@@ -31,6 +32,8 @@ function fakes(config = {}) {
         document.text = document.text.slice(0, document.offset(range.start)) + text + document.text.slice(document.offset(range.end));
       }
       document.version += 1;
+      // VS Code's document has the change (and its version) a moment before the edit's promise settles.
+      if (delay) await new Promise((r) => setTimeout(r, delay));
       return true;
     },
   };
@@ -235,3 +238,25 @@ for (const typed of [false, true]) {
     if (!typed) assert.deepEqual(f.calls.edits.at(-1).options, { undoStopBefore: false, undoStopAfter: true }); // in the same undo step
   });
 }
+
+test("a server that stops while its last edit is still settling: that edit counts as the rewrite's, and all is put back", async () => {
+  const f = fakes();
+  const ext = load(f);
+  await ext.activate(context());
+  const client = f.calls.clients[0];
+  const original = f.editor.document.text;
+  client.sendRequest = async (type) => {
+    if (type.method === "textDocument/codeAction") return [];
+    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
+      edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
+    await client.handlers["workspace/applyEdit"](edit(1));
+    f.calls.editDelay = 50;
+    client.handlers["workspace/applyEdit"](edit(2)); // in the document, not answered yet, when the connection goes
+    f.calls.editDelay = 0;
+    throw new Error("Pending response rejected since connection got disposed");
+  };
+  assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
+  await new Promise((r) => setTimeout(r, 100)); // anything still to land has landed
+  assert.equal(f.editor.document.text, original);
+  assert.match(f.calls.messages[0], /the function is back as it was/);
+});

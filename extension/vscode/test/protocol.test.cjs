@@ -13,8 +13,8 @@ const CODE = ["def describe(values):", "    count = len(values)", "    biggest =
   "    text = 'count ' + str(count)", "    text = text + ' max ' + str(biggest)", "    text = text + ' min ' + str(smallest)",
   "    return text", ""].join("\n");
 const URI = "file:///w/example.py";
-// Changes several lines in turn with the bundled model, so the rewrite streams several edits.
-const INSTRUCTION = process.env.EDITSPEC_INSTRUCTION || "Rename the function describe to summarize.";
+// Changes several lines in turn with the default model, so the rewrite streams several edits.
+const INSTRUCTION = process.env.EDITSPEC_INSTRUCTION || "Rename the variable text to result.";
 
 function offset(text, pos) {
   const lines = text.split("\n");
