@@ -31,8 +31,8 @@ const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go"
 const RECENT_KEY = "editspec.recentInstructions";
 
 let client: LanguageClient | undefined;
-/** The rewrite running now: its edits so far, and the document as it was before the first of them (its text, and
- * its version after the last of them, to tell whether anything else changed it since). */
+/** A rewrite running in a document: its edits so far, and the document as it was before the first of them (its text,
+ * and its version after the last of them, to tell whether anything else changed it since). */
 interface Running {
   token: string;
   uri: string;
@@ -43,7 +43,9 @@ interface Running {
   /** The edit being applied now, if any: settles once `version` counts it. */
   applying?: Thenable<boolean>;
 }
-let running: Running | undefined;
+/** The rewrites running, by document (the server runs one per document; rewrites of other documents queue there
+ * while this one streams, so each edit goes to the rewrite of its own document). */
+const running = new Map<string, Running>();
 
 /**
  * workspace/applyEdit, with the edits of a running rewrite joined into one undo step: the first opens it,
@@ -54,8 +56,8 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
   const uri = change && "textDocument" in change ? change.textDocument.uri : Object.keys(params.edit.changes ?? {})[0];
   const edits = change && "edits" in change ? change.edits : (params.edit.changes ?? {})[uri] ?? [];
   const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
-  if (running && editor && uri === running.uri) {
-    const state = running;
+  const state = running.get(uri);
+  if (state && editor) {
     const first = state.edits === 0;
     state.edits += 1;
     if (first) state.original = editor.document.getText();
@@ -198,14 +200,22 @@ export async function rewrite(context: vscode.ExtensionContext, base?: RewriteAr
   }
   const instruction = base.instruction ?? (await askInstruction(context));
   if (!instruction) return undefined;
+  const uri = (base as RewriteArgs).uri;
+  if (running.has(uri)) {
+    // Taking its place would hand that rewrite's edits to this one (and its put-back, should the server stop).
+    vscode.window.showWarningMessage(
+      "EditSpec: a rewrite is already running in this document: wait for it or cancel it",
+    );
+    return undefined;
+  }
   const token = `editspec-${Date.now()}-${Math.random().toString(36).slice(2)}`;
   const lc = client;
   return vscode.window.withProgress(
     { location: vscode.ProgressLocation.Notification, title: "EditSpec", cancellable: true },
     async (progress, cancellation) => {
       const cancel = () => lc.sendNotification(WorkDoneProgressCancelNotification.type, { token });
-      const state: Running = { token, uri: (base as RewriteArgs).uri, edits: 0, cancel };
-      running = state;
+      const state: Running = { token, uri, edits: 0, cancel };
+      running.set(uri, state);
       const listener = lc.onProgress(WorkDoneProgress.type, token, (value) => {
         if (value.kind !== "end" && value.message) progress.report({ message: value.message });
       });
@@ -220,13 +230,13 @@ export async function rewrite(context: vscode.ExtensionContext, base?: RewriteAr
         }
         return result;
       } catch (e) {
-        running = undefined; // no more edits of this rewrite: putting the document back is not one of them
+        running.delete(uri); // no more edits of this rewrite: putting the document back is not one of them
         vscode.window.showErrorMessage(`EditSpec: ${failureMessage((e as Error).message)}${await putBack(state)}`);
         return undefined;
       } finally {
         listener.dispose();
         onCancel.dispose();
-        running = undefined;
+        running.delete(uri);
       }
     },
   );
@@ -249,10 +259,16 @@ async function showSpeculation(): Promise<void> {
   }
 }
 
+/** Cancel the rewrite of the active document, or every running rewrite when it has none. */
+function cancelRewrite(): void {
+  const active = running.get(vscode.window.activeTextEditor?.document.uri.toString() ?? "");
+  for (const state of active ? [active] : [...running.values()]) state.cancel();
+}
+
 export async function activate(context: vscode.ExtensionContext): Promise<void> {
   context.subscriptions.push(
     vscode.commands.registerCommand("editspec.rewriteFunction", () => rewrite(context)),
-    vscode.commands.registerCommand("editspec.cancelRewrite", () => running?.cancel()),
+    vscode.commands.registerCommand("editspec.cancelRewrite", cancelRewrite),
     vscode.commands.registerCommand("editspec.showSpeculation", showSpeculation),
     vscode.workspace.onDidChangeConfiguration(async (e) => {
       if (!e.affectsConfiguration("editspec")) return;

@@ -260,3 +260,33 @@ test("a server that stops while its last edit is still settling: that edit count
   assert.equal(f.editor.document.text, original);
   assert.match(f.calls.messages[0], /the function is back as it was/);
 });
+
+test("a second rewrite asked in a document whose rewrite runs is refused, and cannot take the first one's edits", async () => {
+  const f = fakes();
+  const ext = load(f);
+  await ext.activate(context());
+  const client = f.calls.clients[0];
+  const original = f.editor.document.text;
+  let commands = 0;
+  client.sendRequest = async (type) => {
+    if (type.method === "textDocument/codeAction") return [];
+    commands += 1;
+    if (commands > 1) return new Promise(() => {}); // (the old extension sent it: it waits, as a queued one would)
+    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
+      edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
+    await client.handlers["workspace/applyEdit"](edit(1));
+    f.calls.commands["editspec.rewriteFunction"](); // the user asks again, in the same document
+    await new Promise((r) => setTimeout(r, 10));
+    await client.handlers["workspace/applyEdit"](edit(2));
+    throw new Error("Pending response rejected since connection got disposed");
+  };
+  assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
+  assert.equal(commands, 1);
+  assert.match(f.calls.messages[0], /a rewrite is already running in this document/);
+  assert.deepEqual(f.calls.edits.slice(0, 2).map((e) => e.options), [
+    { undoStopBefore: true, undoStopAfter: false },
+    { undoStopBefore: false, undoStopAfter: false },
+  ]); // still one undo step
+  assert.equal(f.editor.document.text, original);
+  assert.match(f.calls.messages[1], /the function is back as it was/);
+});
