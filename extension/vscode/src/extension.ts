@@ -42,14 +42,23 @@ interface Running {
   version?: number;
   /** The edit being applied now, if any: settles once `version` counts it. */
   applying?: Thenable<boolean>;
+  /** Some edits went in while the file was not shown, each its own undo step. */
+  ungrouped?: boolean;
 }
 /** The rewrites running, by document (the server runs one per document; rewrites of other documents queue there
  * while this one streams, so each edit goes to the rewrite of its own document). */
 const running = new Map<string, Running>();
 
+/** The open document with this URI, shown in an editor or not. */
+function openDocument(uri: string): vscode.TextDocument | undefined {
+  return vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
+}
+
 /**
  * workspace/applyEdit, with the edits of a running rewrite joined into one undo step: the first opens it,
- * the rest leave no undo stop between them. Anything else goes through VS Code's own applyEdit.
+ * the rest leave no undo stop between them. Anything else goes through VS Code's own applyEdit, and so does a
+ * rewrite's edit while its file is not shown (only a shown editor can join edits; the edit still counts as the
+ * rewrite's, to put the function back should the server stop).
  */
 export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<ApplyWorkspaceEditResult> {
   const change = params.edit.documentChanges?.[0];
@@ -57,50 +66,66 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
   const edits = change && "edits" in change ? change.edits : (params.edit.changes ?? {})[uri] ?? [];
   const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
   const state = running.get(uri);
-  if (state && editor) {
-    const first = state.edits === 0;
-    state.edits += 1;
-    if (first) state.original = editor.document.getText();
-    const applying = editor
-      .edit(
-        (builder) => {
-          for (const e of edits) {
-            const range = new vscode.Range(e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character);
-            builder.replace(range, e.newText);
-          }
-        },
-        { undoStopBefore: first, undoStopAfter: false },
-      )
-      .then((applied) => {
-        if (applied) state.version = editor.document.version;
-        return applied;
-      });
-    state.applying = applying;
-    return { applied: await applying };
+  const doc = editor?.document ?? openDocument(uri);
+  if (!state || !doc) {
+    const converted = await client!.protocol2CodeConverter.asWorkspaceEdit(params.edit);
+    return { applied: await vscode.workspace.applyEdit(converted) };
   }
-  const converted = await client!.protocol2CodeConverter.asWorkspaceEdit(params.edit);
-  return { applied: await vscode.workspace.applyEdit(converted) };
+  const first = state.edits === 0;
+  state.edits += 1;
+  if (first) state.original = doc.getText();
+  let applying: Thenable<boolean>;
+  if (editor) {
+    applying = editor.edit(
+      (builder) => {
+        for (const e of edits) {
+          const range = new vscode.Range(e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character);
+          builder.replace(range, e.newText);
+        }
+      },
+      { undoStopBefore: first, undoStopAfter: false },
+    );
+  } else {
+    state.ungrouped = true;
+    applying = Promise.resolve(client!.protocol2CodeConverter.asWorkspaceEdit(params.edit)).then((converted) =>
+      vscode.workspace.applyEdit(converted),
+    );
+  }
+  applying = applying.then((applied) => {
+    if (applied) state.version = doc.version;
+    return applied;
+  });
+  state.applying = applying;
+  return { applied: await applying };
 }
 
 /**
  * After a rewrite that failed half-way (the server stopped while it streamed): the document as it was before the
- * rewrite's first edit, when nothing else has changed it since (in the same undo step); otherwise the user is told
- * that Undo takes it back. Returns what to add to the error message.
+ * rewrite's first edit, when nothing else has changed it since (in the same undo step when the file is shown);
+ * otherwise the user is told that Undo takes it back. Returns what to add to the error message.
  */
 export async function putBack(state: Running): Promise<string> {
-  const halfWay = "; the rewrite stopped half-way through the function: Undo takes it back";
+  const steps = state.ungrouped ? " (a step for each edit made while the file was not shown)" : "";
+  const halfWay = `; the rewrite stopped half-way through the function: Undo takes it back${steps}`;
   if (state.edits === 0 || state.original === undefined) return "";
   // The server may die while its last edit is still being applied here: that edit is the rewrite's too.
   await Promise.resolve(state.applying).catch(() => undefined);
   const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === state.uri);
-  const doc = editor?.document;
+  const doc = editor?.document ?? openDocument(state.uri);
   if (doc && doc.getText() === state.original) return ""; // the server put it back itself
-  if (!editor || !doc || doc.version !== state.version) return halfWay;
+  if (!doc || doc.version !== state.version) return halfWay;
   const whole = doc.validateRange(new vscode.Range(0, 0, doc.lineCount, 0));
-  const restored = await editor.edit((builder) => builder.replace(whole, state.original as string), {
-    undoStopBefore: false,
-    undoStopAfter: true,
-  });
+  let restored: boolean;
+  if (editor) {
+    restored = await editor.edit((builder) => builder.replace(whole, state.original as string), {
+      undoStopBefore: false,
+      undoStopAfter: true,
+    });
+  } else {
+    const edit = new vscode.WorkspaceEdit();
+    edit.replace(doc.uri, whole, state.original);
+    restored = await vscode.workspace.applyEdit(edit);
+  }
   return restored ? "; the function is back as it was" : halfWay;
 }
 

@@ -41,7 +41,17 @@ function fakes(config = {}) {
     workspace: {
       getConfiguration: () => ({ get: (key, dflt) => (key in config ? config[key] : dflt) }),
       onDidChangeConfiguration: (f) => { calls.configurationChanged = f; return { dispose() {} }; },
-      applyEdit: async () => true,
+      textDocuments: [document],
+      // A protocol edit (passed through the fake converter) or a WorkspaceEdit, applied to the document.
+      applyEdit: async (edit) => {
+        const ops = edit.ops ?? edit.documentChanges?.[0]?.edits?.map((e) => ({ range: e.range, text: e.newText })) ?? [];
+        calls.workspaceEdits = (calls.workspaceEdits ?? 0) + 1;
+        for (const { range, text } of [...ops].reverse()) {
+          document.text = document.text.slice(0, document.offset(range.start)) + text + document.text.slice(document.offset(range.end));
+        }
+        if (ops.length) document.version += 1;
+        return true;
+      },
     },
     window: {
       activeTextEditor: editor,
@@ -66,6 +76,7 @@ function fakes(config = {}) {
     commands: { registerCommand: (name, f) => { calls.commands[name] = f; return { dispose() {} }; } },
     ProgressLocation: { Notification: 15 },
     ViewColumn: { Beside: -2 },
+    WorkspaceEdit: class { constructor() { this.ops = []; } replace(uri, range, text) { this.ops.push({ range, text }); } },
     Range: class { constructor(a, b, c, d) { this.start = { line: a, character: b }; this.end = { line: c, character: d }; } },
   };
   class LanguageClient {
@@ -73,6 +84,7 @@ function fakes(config = {}) {
       Object.assign(this, { id, name, serverOptions, clientOptions });
       calls.clients.push(this);
       this.handlers = {};
+      this.protocol2CodeConverter = { asWorkspaceEdit: async (edit) => edit };
     }
     async start() { this.started = true; }
     async stop() { this.stopped = true; }
@@ -289,4 +301,25 @@ test("a second rewrite asked in a document whose rewrite runs is refused, and ca
   ]); // still one undo step
   assert.equal(f.editor.document.text, original);
   assert.match(f.calls.messages[1], /the function is back as it was/);
+});
+
+test("a server that stops while the rewrite's file is not shown: the edits made meanwhile count too, all is put back", async () => {
+  const f = fakes();
+  const ext = load(f);
+  await ext.activate(context());
+  const client = f.calls.clients[0];
+  const original = f.editor.document.text;
+  client.sendRequest = async (type) => {
+    if (type.method === "textDocument/codeAction") return [];
+    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
+      edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
+    await client.handlers["workspace/applyEdit"](edit(1));
+    f.vscode.window.visibleTextEditors = []; // the user switched to another file's tab
+    assert.deepEqual(await client.handlers["workspace/applyEdit"](edit(2)), { applied: true });
+    assert.match(f.editor.document.text, /w = 2/);
+    throw new Error("Pending response rejected since connection got disposed");
+  };
+  assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
+  assert.equal(f.editor.document.text, original);
+  assert.match(f.calls.messages[0], /the function is back as it was/);
 });
