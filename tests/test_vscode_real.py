@@ -166,6 +166,8 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     workspace.mkdir()
     source = workspace / "stats.py"
     source.write_text(CODE)
+    other = workspace / "notes.md"  # the file the user looks at while the last rewrite streams
+    other.write_text("# Notes\n\nNothing to rewrite here.\n")
     out = ARTIFACTS
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
@@ -175,6 +177,7 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
             server.env,
             EDITSPEC_E2E_URL=f"http://127.0.0.1:{server.port}/?folder={workspace}",
             EDITSPEC_E2E_FILE=source.name,
+            EDITSPEC_E2E_OTHER_FILE=other.name,
             EDITSPEC_E2E_PATH=str(source),
             EDITSPEC_E2E_LINE=str(CODE.splitlines().index("    count = len(values)") + 1),
             EDITSPEC_E2E_INSTRUCTION=INSTRUCTION,
@@ -213,3 +216,8 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     assert report["killedMidway"], "the last rewrite finished before the server could be killed"
     assert "server stopped during the rewrite; the function is back as it was" in report["killMessage"]
     assert report["afterKill"] == CODE
+    # 6. The same with another file shown: the edits streamed meanwhile are put back too.
+    assert report["hiddenMidway"], "the last rewrite finished before its file went out of view"
+    assert "server stopped during the rewrite; the function is back as it was" in report["hiddenKillMessage"]
+    assert report["afterHiddenKill"] == CODE
+    assert other.read_text() == "# Notes\n\nNothing to rewrite here.\n"

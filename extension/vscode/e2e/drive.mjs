@@ -95,6 +95,23 @@ async function savedText(page) {
   return readFileSync(WORKSPACE_FILE, "utf8");
 }
 
+/** Opens a workspace file with Quick Open, as a user would, and waits for its editor. */
+async function openFile(page, name) {
+  await page.keyboard.press("Control+P");
+  const quick = page.locator(".quick-input-widget input");
+  await quick.waitFor({ state: "visible", timeout: 10000 });
+  await quick.fill(name);
+  // The focused row, not any row: a file opened before is listed (and another one focused) before the filter runs.
+  await page.locator(".quick-input-widget .monaco-list-row.focused", { hasText: name }).first().waitFor({ timeout: 10000 });
+  await page.keyboard.press("Enter");
+  try {
+    await waitFor(`${name} in the editor`, async () => (await page.locator(".tab.active", { hasText: name }).count()) > 0, 10000);
+  } catch (e) {
+    await page.screenshot({ path: join(OUT, "open-failed.png") });
+    throw e;
+  }
+}
+
 async function moveCursor(page, line) {
   await page.keyboard.press("Control+G");
   const input = page.locator(".quick-input-widget input");
@@ -118,12 +135,7 @@ try {
 
   // Open the file with Quick Open, as a user would.
   await sleep(1000);
-  await page.keyboard.press("Control+P");
-  const quick = page.locator(".quick-input-widget input");
-  await quick.waitFor({ state: "visible", timeout: 10000 });
-  await quick.fill(FILE);
-  await page.locator(".quick-input-widget .monaco-list-row", { hasText: FILE }).first().waitFor({ timeout: 10000 });
-  await page.keyboard.press("Enter");
+  await openFile(page, FILE);
   const original = await waitFor("the file in the editor", async () => {
     const text = await editorText(page);
     return text && text.length > 10 ? text : null;
@@ -229,6 +241,29 @@ try {
   const afterKill = await savedText(page);
   log("put back after the kill");
 
+  // 6. Again, with the user looking at another file when the server dies: the language client starts the server
+  // again after a crash; the rewrite's file goes out of view after its first streamed edit (the other file opened
+  // in its place), so its later edits come while it is not shown, and the put-back must still happen.
+  await runCommand(page, "Notifications: Clear All Notifications"); // only this rewrite's toasts from here on
+  await waitFor("no toasts", async () => !(await page.locator(".notifications-toasts .notification-toast").count()), 10000);
+  await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
+  await openFile(page, FILE);
+  await moveCursor(page, line);
+  await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
+  await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
+  const changedBeforeHide = await firstStreamedEdit(page, original);
+  await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
+  const streamedWhileHidden = await progressShown(page); // the rewrite still running when its file went out of view
+  execSync("pkill -KILL -f ' -m lsp$'");
+  log("server killed, the file not shown", { changedBeforeHide: changedBeforeHide !== "finished", streamedWhileHidden });
+  const hiddenKillMessage = await waitFor("the message after the second kill", async () => {
+    const toasts = page.locator(".notifications-toasts .notification-toast", { hasText: "server stopped" });
+    return (await toasts.count()) ? toasts.first().innerText() : null;
+  }, 30000, 100);
+  await openFile(page, FILE);
+  const afterHiddenKill = await savedText(page);
+  log("after the kill with the file not shown");
+
   Object.assign(report, {
     original: originalOnDisk,
     states,
@@ -239,6 +274,9 @@ try {
     killedMidway: changedBeforeKill !== "finished",
     killMessage,
     afterKill,
+    hiddenMidway: changedBeforeHide !== "finished" && streamedWhileHidden > 0,
+    hiddenKillMessage,
+    afterHiddenKill,
     webviewText: webviewText.slice(0, 4000),
     screenshot,
   });
