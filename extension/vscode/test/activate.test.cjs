@@ -227,22 +227,32 @@ test("a changed setting goes to the running server; only how the server starts r
   assert.equal(f.calls.clients[1].clientOptions.initializationOptions.maxTokens, 500);
 });
 
+/** A rewrite whose server streams edits (`stream`, given `edit(line)`: the rewrite's edit of that line) and then
+ * dies. A second rewrite's request is left waiting, as a queued one would be; `f.calls.rewrites` counts them. */
+function rewriteThatDies(f, stream) {
+  const client = f.calls.clients[0];
+  f.calls.rewrites = 0;
+  client.sendRequest = async (type) => {
+    if (type.method === "textDocument/codeAction") return [];
+    f.calls.rewrites += 1;
+    if (f.calls.rewrites > 1) return new Promise(() => {});
+    await stream((line) => client.handlers["workspace/applyEdit"]({ edit: { documentChanges: [{
+      textDocument: { uri: "file:///w/a.py", version: 1 },
+      edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } }));
+    throw new Error("Pending response rejected since connection got disposed");
+  };
+  return f.calls.commands["editspec.rewriteFunction"]();
+}
+
 for (const typed of [false, true]) {
   test(`a server that stops half-way through a rewrite: ${typed ? "the user typed since, so Undo is named" : "the document is put back"}`, async () => {
     const f = fakes();
-    const ext = load(f);
-    await ext.activate(context());
-    const client = f.calls.clients[0];
+    await load(f).activate(context());
     const original = f.editor.document.text;
-    client.sendRequest = async (type) => {
-      if (type.method === "textDocument/codeAction") return [];
-      const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
-        edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
-      for (const line of [1, 2]) await client.handlers["workspace/applyEdit"](edit(line));
+    assert.equal(await rewriteThatDies(f, async (edit) => {
+      for (const line of [1, 2]) await edit(line);
       if (typed) f.editor.document.version += 1; // a keystroke elsewhere, not one of the rewrite's edits
-      throw new Error("Pending response rejected since connection got disposed");
-    };
-    assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
+    }), undefined);
     const halfWay = original.replace("x = 1", "w = 1").replace("y = 2", "w = 2");
     assert.equal(f.editor.document.text, typed ? halfWay : original);
     assert.equal(f.calls.messages.length, 1);
@@ -253,21 +263,14 @@ for (const typed of [false, true]) {
 
 test("a server that stops while its last edit is still settling: that edit counts as the rewrite's, and all is put back", async () => {
   const f = fakes();
-  const ext = load(f);
-  await ext.activate(context());
-  const client = f.calls.clients[0];
+  await load(f).activate(context());
   const original = f.editor.document.text;
-  client.sendRequest = async (type) => {
-    if (type.method === "textDocument/codeAction") return [];
-    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
-      edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
-    await client.handlers["workspace/applyEdit"](edit(1));
+  await rewriteThatDies(f, async (edit) => {
+    await edit(1);
     f.calls.editDelay = 50;
-    client.handlers["workspace/applyEdit"](edit(2)); // in the document, not answered yet, when the connection goes
+    edit(2); // in the document, not answered yet, when the connection goes
     f.calls.editDelay = 0;
-    throw new Error("Pending response rejected since connection got disposed");
-  };
-  assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
+  });
   await new Promise((r) => setTimeout(r, 100)); // anything still to land has landed
   assert.equal(f.editor.document.text, original);
   assert.match(f.calls.messages[0], /the function is back as it was/);
@@ -275,25 +278,15 @@ test("a server that stops while its last edit is still settling: that edit count
 
 test("a second rewrite asked in a document whose rewrite runs is refused, and cannot take the first one's edits", async () => {
   const f = fakes();
-  const ext = load(f);
-  await ext.activate(context());
-  const client = f.calls.clients[0];
+  await load(f).activate(context());
   const original = f.editor.document.text;
-  let commands = 0;
-  client.sendRequest = async (type) => {
-    if (type.method === "textDocument/codeAction") return [];
-    commands += 1;
-    if (commands > 1) return new Promise(() => {}); // (the old extension sent it: it waits, as a queued one would)
-    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
-      edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
-    await client.handlers["workspace/applyEdit"](edit(1));
+  await rewriteThatDies(f, async (edit) => {
+    await edit(1);
     f.calls.commands["editspec.rewriteFunction"](); // the user asks again, in the same document
     await new Promise((r) => setTimeout(r, 10));
-    await client.handlers["workspace/applyEdit"](edit(2));
-    throw new Error("Pending response rejected since connection got disposed");
-  };
-  assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
-  assert.equal(commands, 1);
+    await edit(2);
+  });
+  assert.equal(f.calls.rewrites, 1); // (the old extension sent the second)
   assert.match(f.calls.messages[0], /a rewrite is already running in this document/);
   assert.deepEqual(f.calls.edits.slice(0, 2).map((e) => e.options), [
     { undoStopBefore: true, undoStopAfter: false },
@@ -305,21 +298,14 @@ test("a second rewrite asked in a document whose rewrite runs is refused, and ca
 
 test("a server that stops while the rewrite's file is not shown: the edits made meanwhile count too, all is put back", async () => {
   const f = fakes();
-  const ext = load(f);
-  await ext.activate(context());
-  const client = f.calls.clients[0];
+  await load(f).activate(context());
   const original = f.editor.document.text;
-  client.sendRequest = async (type) => {
-    if (type.method === "textDocument/codeAction") return [];
-    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
-      edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } });
-    await client.handlers["workspace/applyEdit"](edit(1));
+  await rewriteThatDies(f, async (edit) => {
+    await edit(1);
     f.vscode.window.visibleTextEditors = []; // the user switched to another file's tab
-    assert.deepEqual(await client.handlers["workspace/applyEdit"](edit(2)), { applied: true });
+    assert.deepEqual(await edit(2), { applied: true });
     assert.match(f.editor.document.text, /w = 2/);
-    throw new Error("Pending response rejected since connection got disposed");
-  };
-  assert.equal(await f.calls.commands["editspec.rewriteFunction"](), undefined);
+  });
   assert.equal(f.editor.document.text, original);
   assert.match(f.calls.messages[0], /the function is back as it was/);
 });
