@@ -97,15 +97,23 @@ editspec.configure({ maxTokens = vim.NIL })
 if not rewrite_now().applied then fail('with maxTokens back to its default the rewrite was not applied') end
 if text(buf) ~= expected then fail('buffer differs from the expected text:\n' .. text(buf)) end
 
--- 6. The server dies half-way through a rewrite (the scripted model exits on writing CRASH): the function is
--- back as it was, and the rewrite ends with an error.
+-- 6. The server dies half-way through a rewrite (the scripted model exits on writing CRASH), while the user looks
+-- at another buffer (opened after the first streamed edit): the function is back as it was all the same, and the
+-- rewrite ends with an error.
 vim.cmd('normal! u')
 if text(buf) ~= original then fail('undo after step 5 did not restore the original:\n' .. text(buf)) end
 editspec.last_result[buf] = nil
 vim.cmd('EditSpec ' .. vim.env.EDITSPEC_CRASH)
+if not vim.wait(60000, function() return text(buf) ~= original or editspec.last_result[buf] ~= nil end, 5) then
+  fail('the rewrite whose server dies never changed the buffer')
+end
+if editspec.last_result[buf] ~= nil then fail('the rewrite ended before its buffer could be hidden') end
+vim.cmd('enew')
+if vim.api.nvim_get_current_buf() == buf or vim.fn.bufwinnr(buf) ~= -1 then fail('the buffer is still shown') end
 if not vim.wait(60000, function() return editspec.last_result[buf] ~= nil end, 20) then
   fail('the rewrite whose server died did not end')
 end
+vim.cmd('buffer ' .. buf)
 local crashed = editspec.last_result[buf]
 if not (crashed.error and crashed.error:find('back as it was', 1, true)) then
   fail('not put back after the server died: ' .. vim.inspect(crashed))
