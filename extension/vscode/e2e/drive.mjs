@@ -112,10 +112,24 @@ async function openFile(page, name) {
   }
 }
 
+/** Focus the file's editor with a click on its text: a key press can go to the trace's webview, which may take
+ * the focus back after it loads (Ctrl+1, then Ctrl+G, were lost there once). */
+async function focusFileEditor(page) {
+  await page.locator(".editor-group-container .monaco-editor .view-lines").first().click({ position: { x: 5, y: 5 } });
+}
+
 async function moveCursor(page, line) {
-  await page.keyboard.press("Control+G");
   const input = page.locator(".quick-input-widget input");
-  await input.waitFor({ state: "visible", timeout: 10000 });
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press("Control+G");
+    try {
+      await input.waitFor({ state: "visible", timeout: 3000 });
+      break;
+    } catch (e) {
+      if (attempt === 3) throw e;
+      await focusFileEditor(page); // the key went elsewhere: focus the editor and ask again
+    }
+  }
   await input.fill(`:${line}:5`);
   await page.keyboard.press("Enter");
   await sleep(200);
@@ -217,7 +231,7 @@ try {
   log("trace shown");
 
   // 5. The language server dies (killed) half-way through a rewrite: the extension puts the function back.
-  await page.keyboard.press("Control+1"); // back to the file's editor group (the trace opened beside it)
+  await focusFileEditor(page); // back to the file's editor group (the trace opened beside it)
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
