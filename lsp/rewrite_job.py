@@ -68,6 +68,7 @@ class RewriteJob:
         self.original_lines = positions.split_lines(self.original)
         self.indent = common_indent(positions.split_lines(self.original.replace("\r\n", "\n")))
         self.lost = False  # the user edited inside the region: stop, keep their text
+        self.closed = False  # the document was closed: the rewrite is cancelled (and the region lost)
         self.pending: str | None = None  # the region our edit in flight will make
         self.sent: tuple[list[types.TextEdit], str] | None = None  # its edits, and the document they were made on
         self.head = ""  # imports the final edit puts at the region's start (once widened to the document's imports)
@@ -87,7 +88,7 @@ class RewriteJob:
         the function elsewhere would be taken for it). None, None: the document was closed."""
         self.changed.set()
         if old is None or new is None:
-            self.lost = True
+            self.lost = self.closed = True
             self.cancelled.set()
             return
         if self.lost or old == new:

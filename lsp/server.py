@@ -489,13 +489,16 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         summary = f"stopped: {e}"
         ls.show(f"rewrite stopped: {e}; check the function (undo puts it back)", types.MessageType.Warning)
         return {"applied": False, "reason": "editor", "message": str(e)}
-    except RegionLost:
+    except (RegionLost, RewriteCancelled) as e:
+        if job.closed:  # closing the document cancels its rewrite, whichever way the job noticed first
+            summary = "cancelled: the document was closed"
+            return {"applied": False, "reason": "cancelled", "message": "the document was closed during the rewrite"}
+        if isinstance(e, RewriteCancelled):
+            summary = "cancelled; the function is as it was"
+            return {"applied": False, "reason": "cancelled", "message": str(e)}
         summary = "stopped: the function was edited meanwhile"
         ls.show("rewrite stopped: you edited the function while it was being rewritten", types.MessageType.Warning)
         return {"applied": False, "reason": "edited"}
-    except RewriteCancelled as e:
-        summary = "cancelled; the function is as it was"
-        return {"applied": False, "reason": "cancelled", "message": str(e)}
     except RewriteRefused as e:
         summary = f"not applied: {e}"
         ls.show(f"not applied: {e}", types.MessageType.Warning)

@@ -507,7 +507,7 @@ def test_a_malformed_cancel_is_refused_and_cancels_nothing(make_client, argument
     assert c.editor.text(URI) == "import math\n\n\n" + SLOW
 
 
-def test_closing_the_document_stops_its_rewrite_without_another_edit(make_client):
+def test_closing_the_document_cancels_its_rewrite_without_another_edit(make_client):
     c = make_client(delay=0.05)
     c.initialize()
     c.editor.open(URI, "import math\n\n\n" + TOTAL)
@@ -515,8 +515,11 @@ def test_closing_the_document_stops_its_rewrite_without_another_edit(make_client
     c.wait_for(lambda m: m.get("method") == "workspace/applyEdit")
     c.notify("textDocument/didClose", {"textDocument": {"uri": URI}})
     n = len(c.editor.applied)
-    assert c.response(rewrite)["result"]["applied"] is False
+    result = c.response(rewrite)["result"]
+    assert result == {"applied": False, "reason": "cancelled", "message": "the document was closed during the rewrite"}
     assert len(c.editor.applied) <= n + 1  # at most the edit already on its way
+    shown = [m["params"]["message"] for m in c.received if m.get("method") == "window/showMessage"]
+    assert not any("you edited" in m for m in shown), shown
 
 
 # -- fuzz --------------------------------------------------------------------------------------------------------------
