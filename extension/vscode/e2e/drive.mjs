@@ -230,14 +230,18 @@ try {
   await page.screenshot({ path: join(OUT, "trace.png") });
   log("trace shown");
 
-  // 5. The language server dies (killed) half-way through a rewrite: the extension puts the function back.
+  // 5. The language server dies (killed) half-way through a rewrite, after the user typed a line at the end of the
+  // file while it streamed: the extension puts the function back and keeps that line.
   await focusFileEditor(page); // back to the file's editor group (the trace opened beside it)
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
   const changedBeforeKill = await firstStreamedEdit(page, original);
+  await page.keyboard.press("Control+End");
+  await page.keyboard.type(env("EDITSPEC_E2E_TYPED"));
+  const typedMidway = (await progressShown(page)) > 0;
   execSync("pkill -KILL -f ' -m lsp$'");
-  log("server killed", { changedBeforeKill: changedBeforeKill !== "finished" });
+  log("server killed", { changedBeforeKill: changedBeforeKill !== "finished", typedMidway });
   let killMessage;
   try {
     killMessage = await waitFor("the message after the kill", async () => {
@@ -262,10 +266,11 @@ try {
   await waitFor("no toasts", async () => !(await page.locator(".notifications-toasts .notification-toast").count()), 10000);
   await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
   await openFile(page, FILE);
+  const beforeHidden = await editorText(page); // with the line typed in step 5
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
-  const changedBeforeHide = await firstStreamedEdit(page, original);
+  const changedBeforeHide = await firstStreamedEdit(page, beforeHidden);
   await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
   const streamedWhileHidden = await progressShown(page); // the rewrite still running when its file went out of view
   execSync("pkill -KILL -f ' -m lsp$'");
@@ -286,6 +291,7 @@ try {
     afterCancel,
     cancelledMidway: changedBeforeCancel !== "finished",
     killedMidway: changedBeforeKill !== "finished",
+    typedMidway,
     killMessage,
     afterKill,
     hiddenMidway: changedBeforeHide !== "finished" && streamedWhileHidden > 0,

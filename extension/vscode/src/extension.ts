@@ -19,28 +19,34 @@ import {
   EditSpecSettings,
   RewriteArgs,
   SERVER_PROCESS_SETTINGS,
+  changedSpan,
   failureMessage,
   initializationOptions,
   remember,
   rewriteArguments,
   serverCommand,
   serverSettings,
+  withoutRewrite,
 } from "./logic";
 
 const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go", "rust", "java", "c", "cpp", "csharp"];
 const RECENT_KEY = "editspec.recentInstructions";
 
 let client: LanguageClient | undefined;
-/** A rewrite running in a document: its edits so far, and the document as it was before the first of them (its text,
- * and its version after the last of them, to tell whether anything else changed it since). */
+/** A rewrite running in a document: its edits so far, and what it takes to put the document back without them. */
 interface Running {
   token: string;
   uri: string;
   edits: number;
   cancel: () => void;
-  original?: string;
-  version?: number;
-  /** The edit being applied now, if any: settles once `version` counts it. */
+  /** The document without the rewrite's edits: as it was before the first, with what the user changed elsewhere
+   * since (undefined before the first edit). */
+  base?: string;
+  /** The user changed something the rewrite had changed too: the two cannot be told apart. */
+  tangled?: boolean;
+  /** The document's text after the rewrite's latest edit. */
+  ours?: string;
+  /** The edit being applied now, if any: settles once `ours` has it. */
   applying?: Thenable<boolean>;
   /** Some edits went in while the file was not shown, each its own undo step. */
   ungrouped?: boolean;
@@ -54,26 +60,41 @@ function openDocument(uri: string): vscode.TextDocument | undefined {
   return vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
 }
 
+/** The document's text without the rewrite's edits, given its text now (undefined when that cannot be told). */
+function withoutEdits(state: Running, now: string): string | undefined {
+  if (state.tangled) return undefined;
+  if (state.ours === undefined) return now; // none of its edits went in yet
+  if (now === state.ours) return state.base;
+  const base = withoutRewrite(state.base as string, state.ours, now);
+  if (base === undefined) state.tangled = true;
+  return base;
+}
+
 /**
  * workspace/applyEdit, with the edits of a running rewrite joined into one undo step: the first opens it,
  * the rest leave no undo stop between them. Anything else goes through VS Code's own applyEdit, and so does a
  * rewrite's edit while its file is not shown (only a shown editor can join edits; the edit still counts as the
- * rewrite's, to put the function back should the server stop).
+ * rewrite's, to put the function back should the server stop). An edit made for another version of the document
+ * than the one open is refused, as vscode-languageclient's own handler does (the server computes it again), and so
+ * is a rewrite's edit for a document closed meanwhile: opening it again to apply half a rewrite would leave that in
+ * a file the user no longer sees.
  */
 export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<ApplyWorkspaceEditResult> {
   const change = params.edit.documentChanges?.[0];
   const uri = change && "textDocument" in change ? change.textDocument.uri : Object.keys(params.edit.changes ?? {})[0];
   const edits = change && "edits" in change ? change.edits : (params.edit.changes ?? {})[uri] ?? [];
+  const version = change && "textDocument" in change ? change.textDocument.version : null;
   const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === uri);
   const state = running.get(uri);
   const doc = editor?.document ?? openDocument(uri);
+  if ((state && !doc) || (doc && typeof version === "number" && doc.version !== version)) return { applied: false };
   if (!state || !doc) {
     const converted = await client!.protocol2CodeConverter.asWorkspaceEdit(params.edit);
     return { applied: await vscode.workspace.applyEdit(converted) };
   }
   const first = state.edits === 0;
   state.edits += 1;
-  if (first) state.original = doc.getText();
+  state.base = withoutEdits(state, doc.getText());
   let applying: Thenable<boolean>;
   if (editor) {
     applying = editor.edit(
@@ -92,7 +113,7 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
     );
   }
   applying = applying.then((applied) => {
-    if (applied) state.version = doc.version;
+    if (applied) state.ours = doc.getText();
     return applied;
   });
   state.applying = applying;
@@ -100,30 +121,36 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
 }
 
 /**
- * After a rewrite that failed half-way (the server stopped while it streamed): the document as it was before the
- * rewrite's first edit, when nothing else has changed it since (in the same undo step when the file is shown);
- * otherwise the user is told that Undo takes it back. Returns what to add to the error message.
+ * After a rewrite that failed half-way (the server stopped while it streamed): the rewrite's edits taken back, and
+ * nothing else: what the user typed elsewhere in the file meanwhile stays (in the rewrite's undo step when the file
+ * is shown). When the user changed the function itself too, the two cannot be told apart: then the user is told
+ * that Undo takes it back. Returns what to add to the error message.
  */
 export async function putBack(state: Running): Promise<string> {
   const steps = state.ungrouped ? " (a step for each edit made while the file was not shown)" : "";
   const halfWay = `; the rewrite stopped half-way through the function: Undo takes it back${steps}`;
-  if (state.edits === 0 || state.original === undefined) return "";
+  if (state.edits === 0) return "";
   // The server may die while its last edit is still being applied here: that edit is the rewrite's too.
   await Promise.resolve(state.applying).catch(() => undefined);
   const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === state.uri);
   const doc = editor?.document ?? openDocument(state.uri);
-  if (doc && doc.getText() === state.original) return ""; // the server put it back itself
-  if (!doc || doc.version !== state.version) return halfWay;
-  const whole = doc.validateRange(new vscode.Range(0, 0, doc.lineCount, 0));
+  if (!doc) return halfWay;
+  const now = doc.getText();
+  const base = withoutEdits(state, now);
+  if (base === undefined) return halfWay;
+  if (now === base) return ""; // the server put it back itself
+  const [start, end, baseEnd] = changedSpan(now, base);
+  const range = new vscode.Range(doc.positionAt(start), doc.positionAt(end));
+  const text = base.slice(start, baseEnd);
   let restored: boolean;
   if (editor) {
-    restored = await editor.edit((builder) => builder.replace(whole, state.original as string), {
+    restored = await editor.edit((builder) => builder.replace(range, text), {
       undoStopBefore: false,
       undoStopAfter: true,
     });
   } else {
     const edit = new vscode.WorkspaceEdit();
-    edit.replace(doc.uri, whole, state.original);
+    edit.replace(doc.uri, range, text);
     restored = await vscode.workspace.applyEdit(edit);
   }
   return restored ? "; the function is back as it was" : halfWay;

@@ -89,3 +89,30 @@ export function rewriteArguments(base: RewriteArgs, instruction: string, token: 
 export function failureMessage(message: string): string {
   return /connection (got |is )?(disposed|closed)/i.test(message) ? "the language server stopped during the rewrite" : message;
 }
+
+/** Where two texts differ, by their common start and end: [start, end in a, end in b]. */
+export function changedSpan(a: string, b: string): [number, number, number] {
+  let start = 0;
+  const shorter = Math.min(a.length, b.length);
+  while (start < shorter && a[start] === b[start]) start += 1;
+  let end = 0;
+  while (end < shorter - start && a[a.length - 1 - end] === b[b.length - 1 - end]) end += 1;
+  return [start, a.length - end, b.length - end];
+}
+
+/**
+ * The document without a rewrite's edits but with everything else done to it: `base` is that so far (at first the
+ * text before the rewrite's first edit), `ours` the text after the rewrite's latest edit, `now` the text as it is.
+ * What changed from `ours` to `now` was done by someone else (the user typing elsewhere): it is carried over to
+ * `base` when it lies where the rewrite changed nothing. Undefined when it touches what the rewrite changed, even
+ * only at its edge (a letter typed right after the rewrite's text): then the two cannot be told apart.
+ */
+export function withoutRewrite(base: string, ours: string, now: string): string | undefined {
+  if (base === ours) return now;
+  const [from, , oursEnd] = changedSpan(base, ours); // the rewrite's part of `ours`: [from, oursEnd)
+  const [a, b, c] = changedSpan(ours, now); // the other change: ours[a, b) became now[a, c)
+  if (b < from) return base.slice(0, a) + now.slice(a, c) + base.slice(b);
+  const shift = base.length - ours.length; // after the rewrite's part, base and ours differ by this much in length
+  if (a > oursEnd) return base.slice(0, a + shift) + now.slice(a, c) + base.slice(b + shift);
+  return undefined;
+}

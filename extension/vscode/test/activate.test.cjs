@@ -19,6 +19,10 @@ function fakes(config = {}) {
       return lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + Math.min(p.character, lines[p.line].length);
     },
     validateRange(r) { return r; },
+    positionAt(offset) {
+      const before = this.text.slice(0, offset).split("\n");
+      return { line: before.length - 1, character: before.at(-1).length };
+    },
   };
   const editor = {
     document,
@@ -77,7 +81,11 @@ function fakes(config = {}) {
     ProgressLocation: { Notification: 15 },
     ViewColumn: { Beside: -2 },
     WorkspaceEdit: class { constructor() { this.ops = []; } replace(uri, range, text) { this.ops.push({ range, text }); } },
-    Range: class { constructor(a, b, c, d) { this.start = { line: a, character: b }; this.end = { line: c, character: d }; } },
+    Range: class {
+      constructor(a, b, c, d) {
+        [this.start, this.end] = typeof a === "number" ? [{ line: a, character: b }, { line: c, character: d }] : [a, b];
+      }
+    },
   };
   class LanguageClient {
     constructor(id, name, serverOptions, clientOptions) {
@@ -189,7 +197,7 @@ test("streamed edits of a rewrite are one undo step", async () => {
   const client = f.calls.clients[0];
   client.sendRequest = async (type, params) => {
     if (type.method === "textDocument/codeAction") return [];
-    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: 1 },
+    const edit = (line) => ({ edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: f.editor.document.version },
       edits: [{ range: { start: { line, character: 0 }, end: { line, character: 1 } }, newText: "x" }] }] } });
     for (const line of [1, 2, 3]) assert.deepEqual(await client.handlers["workspace/applyEdit"](edit(line)), { applied: true });
     return { applied: true };
@@ -237,29 +245,76 @@ function rewriteThatDies(f, stream) {
     f.calls.rewrites += 1;
     if (f.calls.rewrites > 1) return new Promise(() => {});
     await stream((line) => client.handlers["workspace/applyEdit"]({ edit: { documentChanges: [{
-      textDocument: { uri: "file:///w/a.py", version: 1 },
+      textDocument: { uri: "file:///w/a.py", version: f.editor.document.version },
       edits: [{ range: { start: { line, character: 4 }, end: { line, character: 5 } }, newText: "w" }] }] } }));
     throw new Error("Pending response rejected since connection got disposed");
   };
   return f.calls.commands["editspec.rewriteFunction"]();
 }
 
-for (const typed of [false, true]) {
-  test(`a server that stops half-way through a rewrite: ${typed ? "the user typed since, so Undo is named" : "the document is put back"}`, async () => {
-    const f = fakes();
-    await load(f).activate(context());
-    const original = f.editor.document.text;
-    assert.equal(await rewriteThatDies(f, async (edit) => {
-      for (const line of [1, 2]) await edit(line);
-      if (typed) f.editor.document.version += 1; // a keystroke elsewhere, not one of the rewrite's edits
-    }), undefined);
-    const halfWay = original.replace("x = 1", "w = 1").replace("y = 2", "w = 2");
-    assert.equal(f.editor.document.text, typed ? halfWay : original);
-    assert.equal(f.calls.messages.length, 1);
-    assert.match(f.calls.messages[0], typed ? /server stopped during the rewrite; .*Undo takes it back/ : /server stopped during the rewrite; the function is back as it was/);
-    if (!typed) assert.deepEqual(f.calls.edits.at(-1).options, { undoStopBefore: false, undoStopAfter: true }); // in the same undo step
-  });
+/** The user types into the document (as VS Code does: the text changes, and its version). */
+function type(f, at, text) {
+  const d = f.editor.document;
+  d.text = d.text.slice(0, at) + text + d.text.slice(at);
+  d.version += 1;
 }
+
+test("a server that stops half-way through a rewrite: the document is put back, in the rewrite's undo step", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const original = f.editor.document.text;
+  assert.equal(await rewriteThatDies(f, async (edit) => {
+    for (const line of [1, 2]) await edit(line);
+  }), undefined);
+  assert.equal(f.editor.document.text, original);
+  assert.equal(f.calls.messages.length, 1);
+  assert.match(f.calls.messages[0], /server stopped during the rewrite; the function is back as it was/);
+  assert.deepEqual(f.calls.edits.at(-1).options, { undoStopBefore: false, undoStopAfter: true }); // the same undo step
+});
+
+test("a server that stops half-way: what the user typed elsewhere meanwhile stays, between the edits and after them", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const original = f.editor.document.text;
+  await rewriteThatDies(f, async (edit) => {
+    await edit(1);
+    type(f, 0, "import os\n"); // above the function, between two of the rewrite's edits
+    await edit(3); // (line 3 is the old line 2: the server saw the typing)
+    type(f, f.editor.document.text.length, "print(a())\n"); // below it, after the last edit
+  });
+  assert.equal(f.editor.document.text, "import os\n" + original + "print(a())\n");
+  assert.match(f.calls.messages[0], /the function is back as it was/);
+});
+
+test("a server that stops half-way after the user typed inside the rewritten lines: Undo is named, nothing is put back", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  await rewriteThatDies(f, async (edit) => {
+    await edit(1);
+    type(f, f.editor.document.text.indexOf("w = 1") + 1, "x"); // "wx = 1"
+  });
+  assert.match(f.editor.document.text, /wx = 1/);
+  assert.match(f.calls.messages[0], /server stopped during the rewrite; .*Undo takes it back/);
+});
+
+test("an edit made for an older version of the document, or for one closed meanwhile, is refused", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const original = f.editor.document.text;
+  await rewriteThatDies(f, async (edit) => {
+    await edit(1);
+    const stale = { edit: { documentChanges: [{ textDocument: { uri: "file:///w/a.py", version: f.editor.document.version - 1 },
+      edits: [{ range: { start: { line: 2, character: 4 }, end: { line: 2, character: 5 } }, newText: "w" }] }] } };
+    assert.deepEqual(await f.calls.clients[0].handlers["workspace/applyEdit"](stale), { applied: false });
+    f.vscode.workspace.textDocuments = []; // the user closed the file
+    f.vscode.window.visibleTextEditors = [];
+    const workspaceEdits = f.calls.workspaceEdits ?? 0;
+    assert.deepEqual(await edit(2), { applied: false });
+    assert.equal(f.calls.workspaceEdits ?? 0, workspaceEdits, "the closed file was not opened again to apply it");
+  });
+  assert.equal(f.editor.document.text, original.replace("x = 1", "w = 1")); // the fake keeps the closed text
+  assert.match(f.calls.messages[0], /Undo takes it back/);
+});
 
 test("a server that stops while its last edit is still settling: that edit counts as the rewrite's, and all is put back", async () => {
   const f = fakes();

@@ -65,3 +65,28 @@ test("a lost connection is named as the server stopping; other errors are kept a
   assert.equal(logic.failureMessage("Connection is closed."), "the language server stopped during the rewrite");
   assert.equal(logic.failureMessage("no function, method or class there"), "no function, method or class there");
 });
+
+test("the document without a rewrite's edits keeps what the user typed elsewhere, and gives up where they meet", () => {
+  const base = "import os\n\ndef f():\n    return 1\n\nx = 2\n";
+  const ours = "import os\n\ndef f():\n    return 42  # half\n\nx = 2\n";
+  // Nothing else happened: base as it was.
+  assert.equal(logic.withoutRewrite(base, ours, ours), base);
+  // A line typed above the function, and one below it: carried over.
+  assert.equal(logic.withoutRewrite(base, ours, "# top\n" + ours), "# top\n" + base);
+  assert.equal(logic.withoutRewrite(base, ours, ours.replace("x = 2", "x = 3")), base.replace("x = 2", "x = 3"));
+  assert.equal(logic.withoutRewrite(base, ours, ours + "y = 4\n"), base + "y = 4\n");
+  // Typed inside what the rewrite changed, or both above and below at once: not told apart.
+  assert.equal(logic.withoutRewrite(base, ours, ours.replace("42", "43")), undefined);
+  assert.equal(logic.withoutRewrite(base, ours, "# top\n" + ours + "y = 4\n"), undefined);
+  // Or right at its edge: a letter typed just after the rewrite's text could belong to either.
+  assert.equal(logic.withoutRewrite(base, ours, ours.replace("# half", "# half!")), undefined);
+  assert.equal(logic.withoutRewrite(base, ours, ours.replace("return 42", "return -42")), undefined);
+  // The rewrite had changed nothing yet: everything is the user's.
+  assert.equal(logic.withoutRewrite(base, base, "# top\n" + base), "# top\n" + base);
+  // Step by step: two changes by the user between the rewrite's edits.
+  const ours2 = "# top\n" + ours.replace("# half", "# half more");
+  const base1 = logic.withoutRewrite(base, ours, "# top\n" + ours);
+  assert.equal(logic.withoutRewrite(base1, ours2, ours2 + "z\n"), "# top\n" + base + "z\n");
+  assert.deepEqual(logic.changedSpan("abcXdef", "abcYYdef"), [3, 4, 5]);
+  assert.deepEqual(logic.changedSpan("aaa", "aaaa"), [3, 3, 4]);
+});

@@ -25,7 +25,62 @@ local function client_for(bufnr)
   return vim.lsp.get_clients({ bufnr = bufnr, name = 'editspec' })[1]
 end
 
--- Join every edit of a running rewrite to the previous one: the whole rewrite is one undo step.
+-- Where two lists of lines differ, by their common start and end: start, end in a, end in b (0-based, end
+-- exclusive).
+function M.changed_span(a, b)
+  local start, shorter = 0, math.min(#a, #b)
+  while start < shorter and a[start + 1] == b[start + 1] do
+    start = start + 1
+  end
+  local tail = 0
+  while tail < shorter - start and a[#a - tail] == b[#b - tail] do
+    tail = tail + 1
+  end
+  return start, #a - tail, #b - tail
+end
+
+local function slice(lines, from, to) -- lines[from, to), 0-based
+  return vim.list_slice(lines, from + 1, to)
+end
+
+-- The buffer without a rewrite's edits but with everything else done to it (as the VS Code extension's
+-- withoutRewrite, by lines): `base` is that so far, `ours` the lines after the rewrite's latest edit, `now` the lines
+-- as they are. What changed from `ours` to `now` was done by the user: it is carried over to `base` when it lies on
+-- lines the rewrite did not change, not even next to them; nil otherwise (the two cannot be told apart).
+function M.without_rewrite(base, ours, now)
+  if vim.deep_equal(base, ours) then
+    return now
+  end
+  local from, _, ours_end = M.changed_span(base, ours)
+  local a, b, c = M.changed_span(ours, now)
+  local shift = #base - #ours
+  if b < from then
+    shift = 0
+  elseif a <= ours_end then
+    return nil
+  end
+  local result = slice(base, 0, a + shift)
+  vim.list_extend(result, slice(now, a, c))
+  return vim.list_extend(result, slice(base, b + shift, #base))
+end
+
+-- The buffer's lines without the rewrite's edits, given its lines now (nil when that cannot be told).
+local function without_edits(state, now)
+  if state.tangled then
+    return nil
+  elseif state.ours == nil then -- none of its edits went in yet
+    return now
+  elseif vim.deep_equal(now, state.ours) then
+    return state.base
+  end
+  local base = M.without_rewrite(state.base, state.ours, now)
+  state.tangled = base == nil
+  return base
+end
+
+-- Join every edit of a running rewrite to the previous one: the whole rewrite is one undo step. Keep the buffer as it
+-- would be without the rewrite's edits (what the user types elsewhere meanwhile included), to put it back should
+-- the server stop.
 local function apply_edit(err, params, ctx)
   local default = vim.lsp.handlers['workspace/applyEdit']
   local bufnr = params and params.edit and M.buffer_of(params.edit)
@@ -33,9 +88,7 @@ local function apply_edit(err, params, ctx)
   if not state then
     return default(err, params, ctx)
   end
-  if state.edits == 0 then
-    state.original = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
-  end
+  state.base = without_edits(state, vim.api.nvim_buf_get_lines(bufnr, 0, -1, true))
   local result
   vim.api.nvim_buf_call(bufnr, function()
     if state.edits > 0 then
@@ -44,23 +97,29 @@ local function apply_edit(err, params, ctx)
     result = default(err, params, ctx)
   end)
   state.edits = state.edits + 1
-  state.tick = vim.api.nvim_buf_get_changedtick(bufnr)
+  state.ours = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
   return result
 end
 
 -- The server stopped (it crashed, or was killed) with rewrites running: their answers will never come. Each buffer
--- goes back to what it was before the rewrite's first edit when nothing else changed it since (in the same undo
--- step); otherwise the message says that `u` takes the half-written function back.
+-- loses the rewrite's edits and keeps everything else (what the user typed elsewhere meanwhile), in the rewrite's
+-- undo step when nothing came after its last edit; when the user changed the lines the rewrite changed, the two
+-- cannot be told apart, and the message says that `u` takes the half-written function back.
 function M.server_stopped(client_id, code, signal)
   for bufnr, state in pairs(M.running) do
     if state.client_id == client_id then
       M.running[bufnr] = nil
       local message = ('the language server stopped during the rewrite (exit code %d, signal %d)'):format(code, signal)
       if state.edits > 0 and vim.api.nvim_buf_is_valid(bufnr) then
-        if vim.api.nvim_buf_get_changedtick(bufnr) == state.tick then
+        local now = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+        local base = without_edits(state, now)
+        if base then
+          local from, to, base_to = M.changed_span(now, base)
           vim.api.nvim_buf_call(bufnr, function()
-            pcall(vim.cmd, 'undojoin')
-            vim.api.nvim_buf_set_lines(bufnr, 0, -1, true, state.original)
+            if vim.deep_equal(now, state.ours) then
+              pcall(vim.cmd, 'undojoin')
+            end
+            vim.api.nvim_buf_set_lines(bufnr, from, to, true, slice(base, from, base_to))
           end)
           message = message .. '; the function is back as it was'
         else
