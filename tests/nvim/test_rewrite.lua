@@ -124,4 +124,24 @@ if text(buf) ~= original .. '# typed while the rewrite ran\n' then
 end
 if editspec.running[buf] then fail('the rewrite is still marked running') end
 
+-- 7. An edit of a rewrite still on its way when its buffer was closed (:bdelete! sends didClose; the server sends
+-- nothing after it) is refused, and does not load the file again.
+local closed_file = vim.fs.joinpath(vim.fs.dirname(vim.env.EDITSPEC_FILE), 'closed.py')
+vim.fn.writefile({ 'def f():', '    return 1' }, closed_file)
+vim.cmd('edit ' .. closed_file)
+local closed = vim.api.nvim_get_current_buf()
+if not vim.wait(20000, function() return #vim.lsp.get_clients({ bufnr = closed, name = 'editspec' }) > 0 end, 50) then
+  fail('the editspec client did not attach to ' .. closed_file)
+end
+local client_id = vim.lsp.get_clients({ bufnr = closed, name = 'editspec' })[1].id
+editspec.running[closed] = { edits = 1, client_id = client_id }
+vim.cmd('bdelete! ' .. closed)
+local ok, reply = pcall(editspec.apply_edit, nil, { edit = { documentChanges = { {
+  textDocument = { uri = vim.uri_from_fname(closed_file), version = 3 },
+  edits = { { range = { start = { line = 1, character = 4 }, ['end'] = { line = 1, character = 12 } },
+    newText = 'return 2' } } } } } }, { client_id = client_id })
+editspec.running[closed] = nil
+if not (ok and reply and reply.applied == false) then fail('an edit for a closed buffer was not refused: ' .. vim.inspect(reply)) end
+if vim.api.nvim_buf_is_loaded(closed) then fail('the closed buffer was loaded again, with the edit') end
+
 vim.cmd('qall!')

@@ -80,13 +80,16 @@ end
 
 -- Join every edit of a running rewrite to the previous one: the whole rewrite is one undo step. Keep the buffer as it
 -- would be without the rewrite's edits (what the user types elsewhere meanwhile included), to put it back should
--- the server stop.
-local function apply_edit(err, params, ctx)
+-- the server stop. A rewrite's edit for a buffer unloaded meanwhile (:bdelete) is refused: applying it would load
+-- the file again, hidden, with half a rewrite in it.
+function M.apply_edit(err, params, ctx)
   local default = vim.lsp.handlers['workspace/applyEdit']
   local bufnr = params and params.edit and M.buffer_of(params.edit)
   local state = bufnr and M.running[bufnr]
   if not state then
     return default(err, params, ctx)
+  elseif not vim.api.nvim_buf_is_loaded(bufnr) then
+    return { applied = false, failureReason = 'the buffer was closed' }
   end
   state.base = without_edits(state, vim.api.nvim_buf_get_lines(bufnr, 0, -1, true))
   local result
@@ -147,7 +150,7 @@ local function start(bufnr)
     cmd = M.config.cmd,
     root_dir = root,
     init_options = M.config.settings,
-    handlers = { ['workspace/applyEdit'] = apply_edit },
+    handlers = { ['workspace/applyEdit'] = M.apply_edit },
     on_exit = function(code, signal, client_id)
       vim.schedule(function() M.server_stopped(client_id, code, signal) end)
     end,
