@@ -195,6 +195,8 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     finally:
         server.stop()
         shutil.copy(tmp_path / "code-server.log", out / "code-server.log")
+        for log in server.user_data.glob("logs/*/exthost*/output_logging_*/*EditSpec.log"):
+            shutil.copy(log, out / "editspec-output.log")  # the extension's own account of each rewrite
     (out / "drive.log").write_text(drive.stdout + drive.stderr)
     assert drive.returncode == 0, drive.stdout[-3000:] + drive.stderr[-3000:]
     report = json.loads((out / "report.json").read_text())
@@ -223,4 +225,7 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     assert report["hiddenMidway"], "the last rewrite finished before its file went out of view"
     assert "server stopped during the rewrite; the function is back as it was" in report["hiddenKillMessage"]
     assert report["afterHiddenKill"] == CODE + TYPED
+    # The extension's output channel tells what became of each rewrite.
+    output = (out / "editspec-output.log").read_text()
+    assert output.count("failed after") == 2 and output.count("the function is back as it was") == 2, output
     assert other.read_text() == "# Notes\n\nNothing to rewrite here.\n"

@@ -249,9 +249,12 @@ try {
       return (await toasts.count()) ? toasts.first().innerText() : null;
     }, 30000, 100);
   } catch (e) {
-    // What the user saw instead: every toast's text, the editor's text and a screenshot.
+    // What the user saw instead: every toast's text, every notification (a toast hides after a while), the editor's
+    // text and a screenshot.
     const toasts = await page.locator(".notifications-toasts .notification-toast").allInnerTexts();
-    log("no put-back message", { toasts, editor: await editorText(page) });
+    await runCommand(page, "Notifications: Show Notifications").catch(() => undefined);
+    const notifications = await page.locator(".notifications-center .notification-list-item").allInnerTexts();
+    log("no put-back message", { toasts, notifications, editor: await editorText(page) });
     await page.screenshot({ path: join(OUT, "after-kill.png") });
     throw e;
   }

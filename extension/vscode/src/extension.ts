@@ -55,9 +55,18 @@ interface Running {
  * while this one streams, so each edit goes to the rewrite of its own document). */
 const running = new Map<string, Running>();
 
+/** A line in the EditSpec output channel (what became of each rewrite). */
+function log(message: string): void {
+  client?.outputChannel.appendLine(`[${new Date().toISOString()}] ${message}`);
+}
+
 /** The open document with this URI, shown in an editor or not. */
 function openDocument(uri: string): vscode.TextDocument | undefined {
   return vscode.workspace.textDocuments.find((d) => d.uri.toString() === uri);
+}
+
+function position(p: { line: number; character: number }): vscode.Position {
+  return new vscode.Position(p.line, p.character);
 }
 
 /** The document's text without the rewrite's edits, given its text now (undefined when that cannot be told). */
@@ -94,15 +103,19 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
   }
   const first = state.edits === 0;
   state.edits += 1;
-  state.base = withoutEdits(state, doc.getText());
+  const before = doc.getText();
+  state.base = withoutEdits(state, before);
+  // The text this edit makes, worked out here: by the time VS Code says it applied the edit, the user may have typed
+  // more, and that is not the rewrite's. (VS Code applies it to this very version of the text, or not at all.)
+  const made = edits
+    .map((e) => ({ start: doc.offsetAt(position(e.range.start)), end: doc.offsetAt(position(e.range.end)), text: e.newText }))
+    .sort((a, b) => b.start - a.start)
+    .reduce((text, e) => text.slice(0, e.start) + e.text + text.slice(e.end), before);
   let applying: Thenable<boolean>;
   if (editor) {
     applying = editor.edit(
       (builder) => {
-        for (const e of edits) {
-          const range = new vscode.Range(e.range.start.line, e.range.start.character, e.range.end.line, e.range.end.character);
-          builder.replace(range, e.newText);
-        }
+        for (const e of edits) builder.replace(new vscode.Range(position(e.range.start), position(e.range.end)), e.newText);
       },
       { undoStopBefore: first, undoStopAfter: false },
     );
@@ -113,7 +126,7 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
     );
   }
   applying = applying.then((applied) => {
-    if (applied) state.ours = doc.getText();
+    if (applied) state.ours = made;
     return applied;
   });
   state.applying = applying;
@@ -277,13 +290,17 @@ export async function rewrite(context: vscode.ExtensionContext, base?: RewriteAr
           command: "editspec.rewrite",
           arguments: [rewriteArguments(base as RewriteArgs, instruction, token)],
         })) as { applied?: boolean; reason?: string; message?: string } | undefined;
+        log(`rewrite of ${uri} ended: ${result ? JSON.stringify({ ...result, stats: undefined }) : "no result"}`);
         if (result && result.applied === false && result.reason !== "cancelled") {
           vscode.window.showWarningMessage(`EditSpec: not applied (${result.message ?? result.reason})`);
         }
         return result;
       } catch (e) {
         running.delete(uri); // no more edits of this rewrite: putting the document back is not one of them
-        vscode.window.showErrorMessage(`EditSpec: ${failureMessage((e as Error).message)}${await putBack(state)}`);
+        log(`rewrite of ${uri} failed after ${state.edits} edits: ${(e as Error).message}`);
+        const message = `EditSpec: ${failureMessage((e as Error).message)}${await putBack(state)}`;
+        log(message);
+        vscode.window.showErrorMessage(message);
         return undefined;
       } finally {
         listener.dispose();

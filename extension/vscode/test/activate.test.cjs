@@ -19,6 +19,7 @@ function fakes(config = {}) {
       return lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + Math.min(p.character, lines[p.line].length);
     },
     validateRange(r) { return r; },
+    offsetAt(p) { return this.offset(p); },
     positionAt(offset) {
       const before = this.text.slice(0, offset).split("\n");
       return { line: before.length - 1, character: before.at(-1).length };
@@ -81,6 +82,7 @@ function fakes(config = {}) {
     ProgressLocation: { Notification: 15 },
     ViewColumn: { Beside: -2 },
     WorkspaceEdit: class { constructor() { this.ops = []; } replace(uri, range, text) { this.ops.push({ range, text }); } },
+    Position: class { constructor(line, character) { this.line = line; this.character = character; } },
     Range: class {
       constructor(a, b, c, d) {
         [this.start, this.end] = typeof a === "number" ? [{ line: a, character: b }, { line: c, character: d }] : [a, b];
@@ -93,6 +95,7 @@ function fakes(config = {}) {
       calls.clients.push(this);
       this.handlers = {};
       this.protocol2CodeConverter = { asWorkspaceEdit: async (edit) => edit };
+      this.outputChannel = { appendLine: (line) => (calls.log = [...(calls.log ?? []), line]) };
     }
     async start() { this.started = true; }
     async stop() { this.stopped = true; }
@@ -283,6 +286,23 @@ test("a server that stops half-way: what the user typed elsewhere meanwhile stay
     type(f, f.editor.document.text.length, "print(a())\n"); // below it, after the last edit
   });
   assert.equal(f.editor.document.text, "import os\n" + original + "print(a())\n");
+  assert.match(f.calls.messages[0], /the function is back as it was/);
+  assert.match(f.calls.log.join("\n"), /rewrite of file:\/\/\/w\/a.py failed after 2 edits: .*\n.*the function is back as it was/);
+});
+
+test("a server that stops half-way: a key typed while VS Code was still applying an edit is the user's, and stays", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const original = f.editor.document.text;
+  await rewriteThatDies(f, async (edit) => {
+    f.calls.editDelay = 30;
+    const applying = edit(1); // in the document; its promise settles after the keystrokes below
+    type(f, f.editor.document.text.length, "#");
+    await applying;
+    f.calls.editDelay = 0;
+    type(f, f.editor.document.text.length, " more");
+  });
+  assert.equal(f.editor.document.text, original + "# more");
   assert.match(f.calls.messages[0], /the function is back as it was/);
 });
 
