@@ -144,4 +144,35 @@ editspec.running[closed] = nil
 if not (ok and reply and reply.applied == false) then fail('an edit for a closed buffer was not refused: ' .. vim.inspect(reply)) end
 if vim.api.nvim_buf_is_loaded(closed) then fail('the closed buffer was loaded again, with the edit') end
 
+-- 8. Typing elsewhere in the file while a rewrite streams (a line every 40 ms at the end of the buffer): the rewrite
+-- goes on and ends as it would have, with the typed lines kept.
+local typing_file = vim.fs.joinpath(vim.fs.dirname(vim.env.EDITSPEC_FILE), 'typing.py')
+vim.fn.writefile(vim.fn.readfile(vim.env.EDITSPEC_FILE), typing_file)
+vim.cmd('edit ' .. typing_file)
+local typing = vim.api.nvim_get_current_buf()
+if not vim.wait(20000, function() return #vim.lsp.get_clients({ bufnr = typing, name = 'editspec' }) > 0 end, 50) then
+  fail('the editspec client did not attach to ' .. typing_file)
+end
+local two_lines = 'scripted: [["def describe", "def summarize"], ["count = len", "n = len"]]'
+vim.api.nvim_win_set_cursor(0, { tonumber(vim.env.EDITSPEC_LINE), 4 })
+local typed = {}
+local timer = vim.uv.new_timer()
+timer:start(20, 40, vim.schedule_wrap(function()
+  if #typed < 12 and editspec.last_result[typing] == nil then
+    table.insert(typed, '# note ' .. #typed)
+    vim.api.nvim_buf_set_lines(typing, -1, -1, true, { typed[#typed] })
+  end
+end))
+vim.cmd('EditSpec ' .. two_lines)
+if not vim.wait(60000, function() return editspec.last_result[typing] ~= nil end, 20) then
+  fail('the rewrite with typing did not finish')
+end
+timer:stop()
+local typed_result = editspec.last_result[typing]
+local want = original:gsub('def describe', 'def summarize', 1):gsub('count = len', 'n = len', 1)
+  .. table.concat(typed, '\n') .. '\n'
+if not typed_result.applied then fail('typing elsewhere stopped the rewrite: ' .. vim.inspect(typed_result)) end
+if text(typing) ~= want then fail('typing elsewhere: the buffer is not the rewrite and the typed lines:\n' .. text(typing)) end
+if #typed < 3 then fail('too few lines typed while the rewrite ran: ' .. #typed) end
+
 vim.cmd('qall!')
