@@ -113,7 +113,7 @@ function M.server_stopped(client_id, code, signal)
     if state.client_id == client_id then
       M.running[bufnr] = nil
       local message = ('the language server stopped during the rewrite (exit code %d, signal %d)'):format(code, signal)
-      if state.edits > 0 and vim.api.nvim_buf_is_valid(bufnr) then
+      if state.edits > 0 and vim.api.nvim_buf_is_loaded(bufnr) then -- (an unloaded buffer kept none of it)
         local now = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
         local base = without_edits(state, now)
         if base then
