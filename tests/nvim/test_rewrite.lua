@@ -144,8 +144,9 @@ editspec.running[closed] = nil
 if not (ok and reply and reply.applied == false) then fail('an edit for a closed buffer was not refused: ' .. vim.inspect(reply)) end
 if vim.api.nvim_buf_is_loaded(closed) then fail('the closed buffer was loaded again, with the edit') end
 
--- 8. Typing elsewhere in the file while a rewrite streams (a line every 40 ms at the end of the buffer): the rewrite
--- goes on and ends as it would have, with the typed lines kept.
+-- 8. Typing elsewhere in the file while a rewrite streams (a line every 40 ms at the top of the buffer, above the
+-- function, so that every line typed moves it): the rewrite goes on and ends as it would have, with the typed lines
+-- kept.
 local typing_file = vim.fs.joinpath(vim.fs.dirname(vim.env.EDITSPEC_FILE), 'typing.py')
 vim.fn.writefile(vim.fn.readfile(vim.env.EDITSPEC_FILE), typing_file)
 vim.cmd('edit ' .. typing_file)
@@ -160,7 +161,7 @@ local timer = vim.uv.new_timer()
 timer:start(20, 40, vim.schedule_wrap(function()
   if #typed < 12 and editspec.last_result[typing] == nil then
     table.insert(typed, '# note ' .. #typed)
-    vim.api.nvim_buf_set_lines(typing, -1, -1, true, { typed[#typed] })
+    vim.api.nvim_buf_set_lines(typing, 0, 0, true, { typed[#typed] })
   end
 end))
 vim.cmd('EditSpec ' .. two_lines)
@@ -169,8 +170,9 @@ if not vim.wait(60000, function() return editspec.last_result[typing] ~= nil end
 end
 timer:stop()
 local typed_result = editspec.last_result[typing]
-local want = original:gsub('def describe', 'def summarize', 1):gsub('count = len', 'n = len', 1)
-  .. table.concat(typed, '\n') .. '\n'
+local rev = {}
+for i = #typed, 1, -1 do table.insert(rev, typed[i]) end
+local want = table.concat(rev, '\n') .. '\n' .. original:gsub('def describe', 'def summarize', 1):gsub('count = len', 'n = len', 1)
 if not typed_result.applied then fail('typing elsewhere stopped the rewrite: ' .. vim.inspect(typed_result)) end
 if text(typing) ~= want then fail('typing elsewhere: the buffer is not the rewrite and the typed lines:\n' .. text(typing)) end
 if #typed < 3 then fail('too few lines typed while the rewrite ran: ' .. #typed) end

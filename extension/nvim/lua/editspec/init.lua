@@ -150,6 +150,11 @@ local function start(bufnr)
     cmd = M.config.cmd,
     root_dir = root,
     init_options = M.config.settings,
+    -- Every change at once, in order: with Neovim's 150 ms wait the server got the user's typing and its own edit
+    -- merged into one change, could not tell its edit from the typing, and waited 10 s for it (typing above the
+    -- function while it streamed stopped the rewrite, "the editor applied an edit but never sent the changed
+    -- document"). The server only keeps the text: a change is cheap for it.
+    flags = { debounce_text_changes = 0 },
     handlers = { ['workspace/applyEdit'] = M.apply_edit },
     on_exit = function(code, signal, client_id)
       vim.schedule(function() M.server_stopped(client_id, code, signal) end)
