@@ -230,18 +230,14 @@ try {
   await page.screenshot({ path: join(OUT, "trace.png") });
   log("trace shown");
 
-  // 5. The language server dies (killed) half-way through a rewrite, after the user typed a line at the end of the
-  // file while it streamed: the extension puts the function back and keeps that line.
+  // 5. The language server dies (killed) half-way through a rewrite: the extension puts the function back.
   await focusFileEditor(page); // back to the file's editor group (the trace opened beside it)
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
   const changedBeforeKill = await firstStreamedEdit(page, original);
-  await page.keyboard.press("Control+End");
-  await page.keyboard.type(env("EDITSPEC_E2E_TYPED"));
-  const typedMidway = (await progressShown(page)) > 0;
   execSync("pkill -KILL -f ' -m lsp$'");
-  log("server killed", { changedBeforeKill: changedBeforeKill !== "finished", typedMidway });
+  log("server killed", { changedBeforeKill: changedBeforeKill !== "finished" });
   let killMessage;
   try {
     killMessage = await waitFor("the message after the kill", async () => {
@@ -269,11 +265,10 @@ try {
   await waitFor("no toasts", async () => !(await page.locator(".notifications-toasts .notification-toast").count()), 10000);
   await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
   await openFile(page, FILE);
-  const beforeHidden = await editorText(page); // with the line typed in step 5
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
-  const changedBeforeHide = await firstStreamedEdit(page, beforeHidden);
+  const changedBeforeHide = await firstStreamedEdit(page, original);
   await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
   const streamedWhileHidden = await progressShown(page); // the rewrite still running when its file went out of view
   execSync("pkill -KILL -f ' -m lsp$'");
@@ -294,7 +289,6 @@ try {
     afterCancel,
     cancelledMidway: changedBeforeCancel !== "finished",
     killedMidway: changedBeforeKill !== "finished",
-    typedMidway,
     killMessage,
     afterKill,
     hiddenMidway: changedBeforeHide !== "finished" && streamedWhileHidden > 0,
