@@ -31,6 +31,7 @@ import {
 
 const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go", "rust", "java", "c", "cpp", "csharp"];
 const RECENT_KEY = "editspec.recentInstructions";
+const PUT_BACK_ATTEMPTS = 3;
 
 let client: LanguageClient | undefined;
 /** A rewrite running in a document: its edits so far, and what it takes to put the document back without them. */
@@ -145,28 +146,40 @@ export async function putBack(state: Running): Promise<string> {
   if (state.edits === 0) return "";
   // The server may die while its last edit is still being applied here: that edit is the rewrite's too.
   await Promise.resolve(state.applying).catch(() => undefined);
-  const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === state.uri);
-  const doc = editor?.document ?? openDocument(state.uri);
-  if (!doc) return halfWay;
-  const now = doc.getText();
-  const base = withoutEdits(state, now);
-  if (base === undefined) return halfWay;
-  if (now === base) return ""; // the server put it back itself
-  const [start, end, baseEnd] = changedSpan(now, base);
-  const range = new vscode.Range(doc.positionAt(start), doc.positionAt(end));
-  const text = base.slice(start, baseEnd);
-  let restored: boolean;
-  if (editor) {
-    restored = await editor.edit((builder) => builder.replace(range, text), {
-      undoStopBefore: false,
-      undoStopAfter: true,
-    });
-  } else {
-    const edit = new vscode.WorkspaceEdit();
-    edit.replace(doc.uri, range, text);
-    restored = await vscode.workspace.applyEdit(edit);
+  // VS Code refuses an edit made for a text the user has changed meanwhile (a key pressed while it travels to the
+  // window): then it is worked out again from the text as it is now.
+  for (let attempt = 1; attempt <= PUT_BACK_ATTEMPTS; attempt++) {
+    const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === state.uri);
+    const doc = editor?.document ?? openDocument(state.uri);
+    if (!doc) {
+      log("put-back: the document is closed");
+      return halfWay;
+    }
+    const now = doc.getText();
+    const base = withoutEdits(state, now);
+    if (base === undefined) {
+      log("put-back: the user changed text the rewrite had changed too; nothing put back");
+      return halfWay;
+    }
+    if (now === base) return ""; // the server put it back itself
+    const [start, end, baseEnd] = changedSpan(now, base);
+    const range = new vscode.Range(doc.positionAt(start), doc.positionAt(end));
+    const text = base.slice(start, baseEnd);
+    let restored: boolean;
+    if (editor) {
+      restored = await editor.edit((builder) => builder.replace(range, text), {
+        undoStopBefore: false,
+        undoStopAfter: true,
+      });
+    } else {
+      const edit = new vscode.WorkspaceEdit();
+      edit.replace(doc.uri, range, text);
+      restored = await vscode.workspace.applyEdit(edit);
+    }
+    if (restored) return "; the function is back as it was";
+    log(`put-back: VS Code refused the edit (attempt ${attempt} of ${PUT_BACK_ATTEMPTS})`);
   }
-  return restored ? "; the function is back as it was" : halfWay;
+  return halfWay;
 }
 
 export function readSettings(): EditSpecSettings {

@@ -30,6 +30,13 @@ function fakes(config = {}) {
     selection: { active: { line: 4, character: 2 } },
     edit: async (build, options) => {
       const delay = calls.editDelay;
+      // A key that reaches VS Code first: the document moves on and VS Code refuses the edit (made for the old text).
+      if (calls.keyFirst) {
+        calls.keyFirst();
+        calls.keyFirst = null;
+        calls.refused = (calls.refused ?? 0) + 1;
+        return false;
+      }
       const ops = [];
       build({ replace: (range, text) => ops.push({ range, text }) });
       calls.edits.push({ ops, options });
@@ -304,6 +311,20 @@ test("a server that stops half-way: a key typed while VS Code was still applying
   });
   assert.equal(f.editor.document.text, original + "# more");
   assert.match(f.calls.messages[0], /the function is back as it was/);
+});
+
+test("a server that stops half-way: a put-back refused because the user typed meanwhile is worked out again", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const original = f.editor.document.text;
+  await rewriteThatDies(f, async (edit) => {
+    for (const line of [1, 2]) await edit(line);
+    f.calls.keyFirst = () => type(f, f.editor.document.text.length, "# later\n"); // lands as the put-back travels
+  });
+  assert.equal(f.calls.refused, 1);
+  assert.equal(f.editor.document.text, original + "# later\n");
+  assert.match(f.calls.messages[0], /the function is back as it was/);
+  assert.match(f.calls.log.join("\n"), /put-back: VS Code refused the edit \(attempt 1 of 3\)/);
 });
 
 test("a server that stops half-way after the user typed inside the rewritten lines: Undo is named, nothing is put back", async () => {
