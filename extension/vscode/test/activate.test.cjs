@@ -12,13 +12,11 @@ function fakes(config = {}) {
     text: "def a():\n    x = 1\n    y = 2\n    z = 3\n    return x + y + z\n",
     version: 1,
     getText() { return this.text; },
-    get lineCount() { return this.text.split("\n").length; },
     offset(p) {
       const lines = this.text.split("\n");
       if (p.line >= lines.length) return this.text.length;
       return lines.slice(0, p.line).reduce((n, l) => n + l.length + 1, 0) + Math.min(p.character, lines[p.line].length);
     },
-    validateRange(r) { return r; },
     offsetAt(p) { return this.offset(p); },
     positionAt(offset) {
       const before = this.text.slice(0, offset).split("\n");
