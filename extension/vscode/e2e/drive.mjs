@@ -118,6 +118,33 @@ async function focusFileEditor(page) {
   await page.locator(".editor-group-container .monaco-editor .view-lines").first().click({ position: { x: 5, y: 5 } });
 }
 
+/** The line the cursor is on, from the status bar ("Ln 14, Col 1"); null when it shows none. */
+async function cursorLine(page) {
+  const item = page.locator(".statusbar-item", { hasText: /Ln \d+, Col \d+/ }).first();
+  const text = await item.innerText({ timeout: 1000 }).catch(() => "");
+  const match = /Ln (\d+)/.exec(text);
+  return match ? Number(match[1]) : null;
+}
+
+/** Ctrl+End, then waits until the status bar shows the cursor on the file's last line; the key goes again when it
+ * was lost (the editor not focused yet after the instruction's box closed). Returns that line. */
+async function toEndOfFile(page) {
+  for (let attempt = 1; ; attempt++) {
+    await page.keyboard.press("Control+End");
+    try {
+      return await waitFor("the cursor on the last line", async () => {
+        const text = await editorText(page);
+        const at = await cursorLine(page);
+        return text !== null && at === text.split("\n").length ? at : null;
+      }, 2000, 25);
+    } catch (e) {
+      if (attempt === 3) throw e;
+      log("Ctrl+End lost", { attempt, cursor: await cursorLine(page) });
+      await focusFileEditor(page);
+    }
+  }
+}
+
 async function moveCursor(page, line) {
   const input = page.locator(".quick-input-widget input");
   for (let attempt = 1; ; attempt++) {
@@ -230,14 +257,18 @@ try {
   await page.screenshot({ path: join(OUT, "trace.png") });
   log("trace shown");
 
-  // 5. The language server dies (killed) half-way through a rewrite: the extension puts the function back.
+  // 5. The language server dies (killed) half-way through a rewrite, after the user typed a line at the end of the
+  // file while it streamed: the extension puts the function back and keeps that line.
   await focusFileEditor(page); // back to the file's editor group (the trace opened beside it)
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
   const changedBeforeKill = await firstStreamedEdit(page, original);
+  const lastLine = await toEndOfFile(page);
+  await page.keyboard.type(env("EDITSPEC_E2E_TYPED"));
+  const typedMidway = (await progressShown(page)) > 0;
   execSync("pkill -KILL -f ' -m lsp$'");
-  log("server killed", { changedBeforeKill: changedBeforeKill !== "finished" });
+  log("server killed", { changedBeforeKill: changedBeforeKill !== "finished", typedMidway, lastLine, cursor: await cursorLine(page) });
   let killMessage;
   try {
     killMessage = await waitFor("the message after the kill", async () => {
@@ -265,10 +296,11 @@ try {
   await waitFor("no toasts", async () => !(await page.locator(".notifications-toasts .notification-toast").count()), 10000);
   await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
   await openFile(page, FILE);
+  const beforeHidden = await editorText(page); // with the line typed in step 5
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
-  const changedBeforeHide = await firstStreamedEdit(page, original);
+  const changedBeforeHide = await firstStreamedEdit(page, beforeHidden);
   await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
   const streamedWhileHidden = await progressShown(page); // the rewrite still running when its file went out of view
   execSync("pkill -KILL -f ' -m lsp$'");
@@ -289,6 +321,7 @@ try {
     afterCancel,
     cancelledMidway: changedBeforeCancel !== "finished",
     killedMidway: changedBeforeKill !== "finished",
+    typedMidway,
     killMessage,
     afterKill,
     hiddenMidway: changedBeforeHide !== "finished" && streamedWhileHidden > 0,

@@ -38,6 +38,7 @@ let client: LanguageClient | undefined;
 interface Running {
   token: string;
   uri: string;
+  /** The edits VS Code applied so far. */
   edits: number;
   cancel: () => void;
   /** The document without the rewrite's edits: as it was before the first, with what the user changed elsewhere
@@ -76,8 +77,20 @@ function withoutEdits(state: Running, now: string): string | undefined {
   if (state.ours === undefined) return now; // none of its edits went in yet
   if (now === state.ours) return state.base;
   const base = withoutRewrite(state.base as string, state.ours, now);
-  if (base === undefined) state.tangled = true;
+  if (base === undefined) {
+    state.tangled = true;
+    const [from, , oursEnd] = changedSpan(state.base as string, state.ours);
+    const [start, end] = changedSpan(state.ours, now);
+    log(`the user changed ${lines(state.ours, start, end)} while the rewrite had changed ${lines(state.ours, from, oursEnd)}`);
+  }
   return base;
+}
+
+/** "lines 3-5" of a text, for its characters [start, end). */
+function lines(text: string, start: number, end: number): string {
+  const first = text.slice(0, start).split("\n").length;
+  const last = text.slice(0, Math.max(start, end - 1)).split("\n").length;
+  return first === last ? `line ${first}` : `lines ${first}-${last}`;
 }
 
 /**
@@ -102,10 +115,11 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
     const converted = await client!.protocol2CodeConverter.asWorkspaceEdit(params.edit);
     return { applied: await vscode.workspace.applyEdit(converted) };
   }
-  const first = state.edits === 0;
-  state.edits += 1;
+  const first = state.ours === undefined;
   const before = doc.getText();
-  state.base = withoutEdits(state, before);
+  // Kept only once VS Code applied the edit: a refused edit (the user typed meanwhile) leaves base and ours as they
+  // were, still a pair, and the next edit or the put-back works from them.
+  const base = withoutEdits(state, before);
   // The text this edit makes, worked out here: by the time VS Code says it applied the edit, the user may have typed
   // more, and that is not the rewrite's. (VS Code applies it to this very version of the text, or not at all.)
   const made = edits
@@ -121,13 +135,15 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
       { undoStopBefore: first, undoStopAfter: false },
     );
   } else {
-    state.ungrouped = true;
     applying = Promise.resolve(client!.protocol2CodeConverter.asWorkspaceEdit(params.edit)).then((converted) =>
       vscode.workspace.applyEdit(converted),
     );
   }
   applying = applying.then((applied) => {
-    if (applied) state.ours = made;
+    if (applied) {
+      Object.assign(state, { base, ours: made, edits: state.edits + 1 });
+      state.ungrouped ||= !editor;
+    }
     return applied;
   });
   state.applying = applying;
@@ -143,9 +159,9 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
 export async function putBack(state: Running): Promise<string> {
   const steps = state.ungrouped ? " (a step for each edit made while the file was not shown)" : "";
   const halfWay = `; the rewrite stopped half-way through the function: Undo takes it back${steps}`;
-  if (state.edits === 0) return "";
   // The server may die while its last edit is still being applied here: that edit is the rewrite's too.
   await Promise.resolve(state.applying).catch(() => undefined);
+  if (state.edits === 0) return "";
   // VS Code refuses an edit made for a text the user has changed meanwhile (a key pressed while it travels to the
   // window): then it is worked out again from the text as it is now.
   for (let attempt = 1; attempt <= PUT_BACK_ATTEMPTS; attempt++) {

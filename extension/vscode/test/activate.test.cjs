@@ -325,6 +325,24 @@ test("a server that stops half-way: a put-back refused because the user typed me
   assert.match(f.calls.log.join("\n"), /put-back: VS Code refused the edit \(attempt 1 of 3\)/);
 });
 
+test("a server that stops half-way: rewrite edits refused because a key landed first leave the put-back whole", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const original = f.editor.document.text;
+  await rewriteThatDies(f, async (edit) => {
+    f.calls.keyFirst = () => type(f, f.editor.document.text.length, "#"); // lands as the first edit travels
+    assert.deepEqual(await edit(1), { applied: false });
+    assert.deepEqual(await edit(2), { applied: true });
+    assert.deepEqual(f.calls.edits.at(-1).options, { undoStopBefore: true, undoStopAfter: false }); // opens the step
+    f.calls.keyFirst = () => type(f, f.editor.document.text.length, " more");
+    assert.deepEqual(await edit(1), { applied: false });
+  });
+  assert.equal(f.calls.refused, 2);
+  assert.equal(f.editor.document.text, original + "# more");
+  assert.match(f.calls.messages[0], /the function is back as it was/);
+  assert.match(f.calls.log.join("\n"), /failed after 1 edits/);
+});
+
 test("a server that stops half-way after the user typed inside the rewritten lines: Undo is named, nothing is put back", async () => {
   const f = fakes();
   await load(f).activate(context());
