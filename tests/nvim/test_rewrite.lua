@@ -134,6 +134,18 @@ if not vim.wait(20000, function() return #vim.lsp.get_clients({ bufnr = closed, 
   fail('the editspec client did not attach to ' .. closed_file)
 end
 local client_id = vim.lsp.get_clients({ bufnr = closed, name = 'editspec' })[1].id
+-- First, an edit made for an older version of the buffer (the user typed meanwhile) while the buffer is open: Neovim
+-- leaves the buffer as it is, and the edit is not counted as the rewrite's (its next edit opens the undo step).
+editspec.running[closed] = { edits = 0, client_id = client_id }
+vim.api.nvim_buf_set_lines(closed, 0, 0, true, { '# typed' })
+editspec.apply_edit(nil, { edit = { documentChanges = { {
+  textDocument = { uri = vim.uri_from_fname(closed_file), version = 1 },
+  edits = { { range = { start = { line = 1, character = 4 }, ['end'] = { line = 1, character = 12 } },
+    newText = 'return 2' } } } } } }, { client_id = client_id })
+if text(closed) ~= '# typed\ndef f():\n    return 1\n' then fail('an out-of-date edit changed the buffer: ' .. text(closed)) end
+if editspec.running[closed].edits ~= 0 or editspec.running[closed].ours ~= nil then
+  fail('an edit that changed nothing counted as the rewrite\'s: ' .. vim.inspect(editspec.running[closed]))
+end
 editspec.running[closed] = { edits = 1, client_id = client_id }
 vim.cmd('bdelete! ' .. closed)
 local ok, reply = pcall(editspec.apply_edit, nil, { edit = { documentChanges = { {

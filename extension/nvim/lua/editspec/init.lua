@@ -91,7 +91,8 @@ function M.apply_edit(err, params, ctx)
   elseif not vim.api.nvim_buf_is_loaded(bufnr) then
     return { applied = false, failureReason = 'the buffer was closed' }
   end
-  state.base = without_edits(state, vim.api.nvim_buf_get_lines(bufnr, 0, -1, true))
+  local before = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  local base = without_edits(state, before)
   local result
   vim.api.nvim_buf_call(bufnr, function()
     if state.edits > 0 then
@@ -99,8 +100,12 @@ function M.apply_edit(err, params, ctx)
     end
     result = default(err, params, ctx)
   end)
-  state.edits = state.edits + 1
-  state.ours = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  -- An edit that changed nothing (made for an older version of the buffer, which Neovim leaves as it is) is not one
+  -- of the rewrite's: the next still opens the rewrite's undo step, and `base` and `ours` stay the pair they were.
+  local after = vim.api.nvim_buf_get_lines(bufnr, 0, -1, true)
+  if not vim.deep_equal(after, before) then
+    state.base, state.ours, state.edits = base, after, state.edits + 1
+  end
   return result
 end
 
