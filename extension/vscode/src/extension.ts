@@ -180,22 +180,26 @@ export async function putBack(state: Running): Promise<string> {
     if (now === base) return ""; // the server put it back itself
     const [start, end, baseEnd] = changedSpan(now, base);
     const range = new vscode.Range(doc.positionAt(start), doc.positionAt(end));
-    const text = base.slice(start, baseEnd);
-    let restored: boolean;
-    if (editor) {
-      restored = await editor.edit((builder) => builder.replace(range, text), {
-        undoStopBefore: false,
-        undoStopAfter: true,
-      });
-    } else {
-      const edit = new vscode.WorkspaceEdit();
-      edit.replace(doc.uri, range, text);
-      restored = await vscode.workspace.applyEdit(edit);
-    }
-    if (restored) return "; the function is back as it was";
+    if (await replace(editor, doc, range, base.slice(start, baseEnd))) return "; the function is back as it was";
     log(`put-back: VS Code refused the edit (attempt ${attempt} of ${PUT_BACK_ATTEMPTS})`);
   }
   return halfWay;
+}
+
+/** Replaces a range of the document: in its shown editor, closing the rewrite's undo step there, else as a
+ * workspace edit. Whether VS Code applied it. */
+async function replace(
+  editor: vscode.TextEditor | undefined,
+  doc: vscode.TextDocument,
+  range: vscode.Range,
+  text: string,
+): Promise<boolean> {
+  if (editor) {
+    return editor.edit((builder) => builder.replace(range, text), { undoStopBefore: false, undoStopAfter: true });
+  }
+  const edit = new vscode.WorkspaceEdit();
+  edit.replace(doc.uri, range, text);
+  return vscode.workspace.applyEdit(edit);
 }
 
 export function readSettings(): EditSpecSettings {
