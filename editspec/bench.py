@@ -67,6 +67,18 @@ class Run:
     drafted_lengths: list[int] | None = None  # per decoding pass, how many drafted tokens it verified
     opening_drafted: int = 0  # editspec: tokens of the opening copy verified within the prefill
     opening_seconds: float = 0.0  # what verifying those as a pass of their own costs (the calibrated cost)
+    # editspec: the median seconds of its passes that verified no draft (plain steps), to set beside plain's own
+    # steps in the same case: the machine's speed while each ran (None: fewer than STEPS_FOR_DRIFT such passes)
+    step_seconds: float | None = None
+
+    @property
+    def seconds_per_step(self) -> float | None:
+        """What one decoding step took in this run: editspec's passes without a draft, or (no drafts at all)
+        every token after the first over the decode time."""
+        if self.step_seconds is not None:
+            return self.step_seconds
+        n = len(self.tokens) - 1
+        return self.decode_seconds / n if self.drafted_lengths is None and n > 0 and self.decode_seconds > 0 else None
 
     @property
     def decode_tokens_per_second(self) -> float:
@@ -179,7 +191,18 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop, ope
         [len(r.drafted) for r in s.rounds if not r.opening],
         opening_drafted=s.opening_drafted,
         opening_seconds=opening_pass_seconds(s.opening_drafted, s.verify_seconds),
+        step_seconds=median_step_seconds(s.rounds),
     )
+
+
+# A case's machine drift needs at least this many plain steps in editspec's run to stand on.
+STEPS_FOR_DRIFT = 5
+
+
+def median_step_seconds(rounds) -> float | None:
+    """The median seconds of the decoding passes that verified no draft: one plain step each."""
+    steps = [r.seconds for r in rounds if not r.opening and not r.drafted]
+    return statistics.median(steps) if len(steps) >= STEPS_FOR_DRIFT else None
 
 
 def run_server(server: peer.LlamaServer, case: Case) -> Run:
@@ -334,6 +357,7 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
                 record["methods"][name]["decode_phase_speedup_vs_plain"] = round(phase / base, 3) if base else None
         if "editspec_lookup" in runs:
             record["oracle"] = oracle_record(case, runs["editspec_lookup"], lookup.verify_seconds, record)
+            record["machine_drift"] = machine_drift(runs["editspec_lookup"], runs.get("plain"))
         return record
 
     story_prompt = backend.tokenize(prompts.chat_prompt(backend, STORY))
@@ -379,6 +403,10 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
             "median_live_over_oracle": _median([o["live_over_oracle"] for o in replays]),
             "median_live_modelled_speedup": _median([o["live_modelled_speedup"] for o in replays]),
         }
+    drifts = [r["machine_drift"] for r in results if r.get("machine_drift") is not None]
+    drift_summary = None
+    if drifts:
+        drift_summary = {"median": _median(drifts), "lowest": min(drifts), "highest": max(drifts), "cases": len(drifts)}
     return {
         "methods": list(methods),
         "machine": {"threads": threads, "model": str(backend.path), "cpu_count": os.cpu_count()},
@@ -386,6 +414,7 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
         "cases": results,
         "summary": summary,
         "oracle": oracle_summary,
+        "machine_drift": drift_summary,
         "story": {name: story["methods"][name].get("speedup_vs_plain") for name in methods},
         "story_case": story,
         "limit": round(lookup.limit(), 3),
@@ -420,6 +449,14 @@ def peer_ratios(results: list[dict], methods) -> dict:
             ]
         )
     return ratios
+
+
+def machine_drift(lookup: Run, plain: Run | None) -> float | None:
+    """One decoding step in editspec lookup's run over one in plain's run of the same case (both a pass over one
+    token): 1 when the machine ran as fast for both; 1.2 when it was 20% slower while lookup ran, which then
+    understates lookup's speed-up in that case by about as much."""
+    ours, theirs = lookup.seconds_per_step, plain.seconds_per_step if plain is not None else None
+    return round(ours / theirs, 3) if ours and theirs else None
 
 
 def _median(values) -> float | None:

@@ -773,7 +773,7 @@ def print_bench(result: dict, methods) -> None:
     if result.get("oracle"):
         o = result["oracle"]
         per_case = Table(title="editspec lookup per case: live vs the oracle replay (best draft lengths, same drafts)")
-        for col in ("case", "tokens", "live", "oracle", "live/oracle", "copyable"):
+        for col in ("case", "tokens", "live", "oracle", "live/oracle", "copyable", "step vs plain's"):
             per_case.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
         for r in result["cases"]:
             c = r.get("oracle")
@@ -787,11 +787,20 @@ def print_bench(result: dict, methods) -> None:
                 f"{c['speedup']:.2f}x",
                 "-" if c["live_over_oracle"] is None else f"{c['live_over_oracle']:.2f}",
                 "-" if c["copyable"] is None else f"{c['copyable']:.0%}",
+                "-" if r.get("machine_drift") is None else f"{r['machine_drift']:.2f}x",
             )
         out.print(per_case)
         out.print(
             f"oracle replay: median {o['median_speedup']:.2f}x over plain; live/oracle median "
             f"{o['median_live_over_oracle']}; live by the same cost model {o['median_live_modelled_speedup']}x"
+        )
+    drift = result.get("machine_drift")
+    if drift:
+        out.print(
+            f"the machine while editspec lookup ran, against plain's run of the same case: a plain step "
+            f"{drift['median']:.2f}x as long in the median, {drift['lowest']:.2f}x-{drift['highest']:.2f}x across "
+            f"{drift['cases']} cases (where a case is far from the median, its ratio measured the machine's drift "
+            "too: re-run it)"
         )
 
 

@@ -71,6 +71,11 @@ def test_bench_writes_the_documented_json(tmp_path):
     assert report["limit"] > 1.5
     assert report["repeat"] == 2
     assert "editspec_lookup" in result.output
+    # The machine's drift between lookup's run and plain's, where lookup's run had plain steps enough.
+    drift = report["cases"][0].get("machine_drift")
+    if drift is not None:
+        assert report["machine_drift"]["median"] == drift
+        assert "a plain step" in result.output
 
 
 def test_llama_server_joins_the_benchmark_when_named(tmp_path, monkeypatch):
@@ -243,6 +248,32 @@ def test_repeats_take_turns_and_the_fastest_run_of_each_method_counts():
     runs = fastest_interleaved(["plain", "editspec_lookup"], 3, run)
     assert calls == ["plain", "editspec_lookup"] * 3  # not three of one method, then three of the other
     assert runs["plain"].decode_seconds == 1.0 and runs["editspec_lookup"].decode_seconds == 2.0
+
+
+def test_the_machine_drift_sets_lookups_plain_steps_beside_plains_own():
+    """How fast the machine ran during each method's run of a case: editspec's passes that verified no draft are
+    plain steps, set beside plain's steps (its decode time per token); too few of them say nothing."""
+    from editspec.bench import STEPS_FOR_DRIFT, Run, machine_drift, median_step_seconds
+    from editspec.engine import Round
+
+    plain = Run(tokens=[1] * 11, prefill_seconds=0.5, decode_seconds=1.0)  # 10 steps of 0.1 s
+    rounds = [Round([], 0, None, None, 1, 0.4, opening=True)]  # the prefill: not a step
+    rounds += [Round([], 0, None, None, 1, s) for s in (0.12, 0.11, 0.13, 0.12, 0.5)]  # one slow spell
+    rounds += [Round([5, 6, 7], 3, "lookup", 0, 8, 0.2)]  # a verify pass: not a step
+    lookup = Run(
+        tokens=[1] * 12,
+        prefill_seconds=0.5,
+        decode_seconds=1.2,
+        drafted_lengths=[0] * 5 + [3],
+        step_seconds=median_step_seconds(rounds),
+    )
+    assert lookup.step_seconds == 0.12  # the median of the five steps
+    assert machine_drift(lookup, plain) == 1.2
+    assert machine_drift(lookup, None) is None
+    few = median_step_seconds(rounds[:STEPS_FOR_DRIFT])  # the prefill and four steps
+    assert few is None
+    no_steps = Run(tokens=[1] * 12, prefill_seconds=0.5, decode_seconds=1.2, drafted_lengths=[3])
+    assert machine_drift(no_steps, plain) is None
 
 
 def test_a_short_answer_gets_the_rounds_the_story_gets():
