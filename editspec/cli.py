@@ -796,11 +796,12 @@ def print_bench(result: dict, methods) -> None:
         )
     drift = result.get("machine_drift")
     if drift:
+        story = result.get("story_case", {}).get("machine_drift")
         out.print(
             f"the machine while editspec lookup ran, against plain's run of the same case: a plain step "
             f"{drift['median']:.2f}x as long in the median, {drift['lowest']:.2f}x-{drift['highest']:.2f}x across "
-            f"{drift['cases']} cases (where a case is far from the median, its ratio measured the machine's drift "
-            "too: re-run it)"
+            f"{drift['cases']} cases" + ("" if story is None else f", {story:.2f}x in the story") + " (where a case "
+            "is far from the median, its ratio measured the machine's drift too: re-run it)"
         )
 
 
