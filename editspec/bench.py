@@ -73,8 +73,9 @@ class Run:
 
     @property
     def seconds_per_step(self) -> float | None:
-        """What one decoding step took in this run: editspec's passes without a draft, or (no drafts at all)
-        every token after the first over the decode time."""
+        """What one decoding step took in this run: editspec's passes without a draft; for a run that says nothing
+        of its passes (llama-cpp-python's), every token after the first over the decode time, which is one step
+        per token only for plain decoding (the only such run it is asked of)."""
         if self.step_seconds is not None:
             return self.step_seconds
         n = len(self.tokens) - 1
