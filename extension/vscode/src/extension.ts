@@ -32,6 +32,8 @@ import {
 const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go", "rust", "java", "c", "cpp", "csharp"];
 const RECENT_KEY = "editspec.recentInstructions";
 const PUT_BACK_ATTEMPTS = 3;
+/** How long the put-back waits for VS Code to say whether the rewrite's last edit went in. */
+export const LAST_EDIT_WAIT_MS = { value: 5000 };
 
 let client: LanguageClient | undefined;
 /** A rewrite running in a document: its edits so far, and what it takes to put the document back without them. */
@@ -159,8 +161,24 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
 export async function putBack(state: Running): Promise<string> {
   const steps = state.ungrouped ? " (a step for each edit made while the file was not shown)" : "";
   const halfWay = `; the rewrite stopped half-way through the function: Undo takes it back${steps}`;
-  // The server may die while its last edit is still being applied here: that edit is the rewrite's too.
-  await Promise.resolve(state.applying).catch(() => undefined);
+  // The server may die while its last edit is still being applied here: that edit is the rewrite's too. Should
+  // VS Code never say whether it went in, the text cannot be told apart: nothing is put back (rather than keep
+  // that edit as if the user had typed it).
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const settled = await Promise.race([
+    Promise.resolve(state.applying).then(
+      () => true,
+      () => true,
+    ),
+    new Promise<boolean>((resolve) => {
+      timer = setTimeout(() => resolve(false), LAST_EDIT_WAIT_MS.value);
+    }),
+  ]);
+  clearTimeout(timer);
+  if (!settled) {
+    log(`put-back: VS Code did not say within ${LAST_EDIT_WAIT_MS.value} ms whether the last edit went in; nothing put back`);
+    return halfWay;
+  }
   if (state.edits === 0) return "";
   // VS Code refuses an edit made for a text the user has changed meanwhile (a key pressed while it travels to the
   // window): then it is worked out again from the text as it is now.
@@ -180,6 +198,7 @@ export async function putBack(state: Running): Promise<string> {
     if (now === base) return ""; // the server put it back itself
     const [start, end, baseEnd] = changedSpan(now, base);
     const range = new vscode.Range(doc.positionAt(start), doc.positionAt(end));
+    log(`put-back: replacing ${lines(now, start, end)} (attempt ${attempt})`);
     if (await replace(editor, doc, range, base.slice(start, baseEnd))) return "; the function is back as it was";
     log(`put-back: VS Code refused the edit (attempt ${attempt} of ${PUT_BACK_ATTEMPTS})`);
   }

@@ -42,6 +42,7 @@ function fakes(config = {}) {
         document.text = document.text.slice(0, document.offset(range.start)) + text + document.text.slice(document.offset(range.end));
       }
       document.version += 1;
+      if (calls.editNever) return new Promise(() => {}); // VS Code never says it applied it
       // VS Code's document has the change (and its version) a moment before the edit's promise settles.
       if (delay) await new Promise((r) => setTimeout(r, delay));
       return true;
@@ -292,7 +293,7 @@ test("a server that stops half-way: what the user typed elsewhere meanwhile stay
   });
   assert.equal(f.editor.document.text, "import os\n" + original + "print(a())\n");
   assert.match(f.calls.messages[0], /the function is back as it was/);
-  assert.match(f.calls.log.join("\n"), /rewrite of file:\/\/\/w\/a.py failed after 2 edits: .*\n.*the function is back as it was/);
+  assert.match(f.calls.log.join("\n"), /rewrite of file:\/\/\/w\/a.py failed after 2 edits: .*\n.*put-back: replacing lines 3-4 \(attempt 1\)\n.*the function is back as it was/);
 });
 
 test("a server that stops half-way: a key typed while VS Code was still applying an edit is the user's, and stays", async () => {
@@ -386,6 +387,22 @@ test("a server that stops while its last edit is still settling: that edit count
   await new Promise((r) => setTimeout(r, 100)); // anything still to land has landed
   assert.equal(f.editor.document.text, original);
   assert.match(f.calls.messages[0], /the function is back as it was/);
+});
+
+test("a server that stops while VS Code never answers its last edit: nothing is put back, Undo is named", { timeout: 5000 }, async () => {
+  const f = fakes();
+  const extension = load(f);
+  await extension.activate(context());
+  extension.LAST_EDIT_WAIT_MS.value = 50;
+  await rewriteThatDies(f, async (edit) => {
+    await edit(1);
+    f.calls.editNever = true;
+    edit(2); // in the document; VS Code never says so
+    f.calls.editNever = false;
+  });
+  assert.match(f.editor.document.text, /^\s+w/m); // the rewrite's two edits stay, to be undone
+  assert.match(f.calls.messages[0], /server stopped during the rewrite; .*Undo takes it back/);
+  assert.match(f.calls.log.join("\n"), /did not say within 50 ms whether the last edit went in/);
 });
 
 test("a second rewrite asked in a document whose rewrite runs is refused, and cannot take the first one's edits", async () => {
