@@ -72,16 +72,6 @@ class Run:
     step_seconds: float | None = None
 
     @property
-    def seconds_per_step(self) -> float | None:
-        """What one decoding step took in this run: editspec's passes without a draft; for a run that says nothing
-        of its passes (llama-cpp-python's), every token after the first over the decode time, which is one step
-        per token only for plain decoding (the only such run it is asked of)."""
-        if self.step_seconds is not None:
-            return self.step_seconds
-        n = len(self.tokens) - 1
-        return self.decode_seconds / n if self.drafted_lengths is None and n > 0 and self.decode_seconds > 0 else None
-
-    @property
     def decode_tokens_per_second(self) -> float:
         """Decode-only speed: every token after the first (the first comes with the prompt, for every method)
         over the time spent making them. editspec verifies its opening copy within the prefill, so its tokens
@@ -456,7 +446,9 @@ def machine_drift(lookup: Run, plain: Run | None) -> float | None:
     """One decoding step in editspec lookup's run over one in plain's run of the same case (both a pass over one
     token): 1 when the machine ran as fast for both; 1.2 when it was 20% slower while lookup ran, which then
     understates lookup's speed-up in that case by about as much."""
-    ours, theirs = lookup.seconds_per_step, plain.seconds_per_step if plain is not None else None
+    steps = len(plain.tokens) - 1 if plain is not None else 0  # plain's every token after the first is a step
+    theirs = plain.decode_seconds / steps if steps > 0 else None
+    ours = lookup.step_seconds
     return round(ours / theirs, 3) if ours and theirs else None
 
 
