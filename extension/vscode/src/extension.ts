@@ -22,6 +22,7 @@ import {
   changedSpan,
   failureMessage,
   initializationOptions,
+  lines,
   remember,
   rewriteArguments,
   serverCommand,
@@ -52,6 +53,8 @@ interface Running {
   ours?: string;
   /** The edit being applied now, if any: settles once `ours` has it. */
   applying?: Thenable<boolean>;
+  /** That edit: the text it was made for, and what base and ours become once it is in. */
+  pending?: { before: string; base?: string; made: string; shown: boolean };
   /** Some edits went in while the file was not shown, each its own undo step. */
   ungrouped?: boolean;
 }
@@ -86,13 +89,6 @@ function withoutEdits(state: Running, now: string): string | undefined {
     log(`the user changed ${lines(state.ours, start, end)} while the rewrite had changed ${lines(state.ours, from, oursEnd)}`);
   }
   return base;
-}
-
-/** "lines 3-5" of a text, for its characters [start, end). */
-function lines(text: string, start: number, end: number): string {
-  const first = text.slice(0, start).split("\n").length;
-  const last = text.slice(0, Math.max(start, end - 1)).split("\n").length;
-  return first === last ? `line ${first}` : `lines ${first}-${last}`;
 }
 
 /**
@@ -141,15 +137,24 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
       vscode.workspace.applyEdit(converted),
     );
   }
+  const pending = { before, base, made, shown: editor !== undefined };
+  state.pending = pending;
   applying = applying.then((applied) => {
-    if (applied) {
-      Object.assign(state, { base, ours: made, edits: state.edits + 1 });
-      state.ungrouped ||= !editor;
+    // (Unless the put-back stopped waiting for this answer and settled the edit from the text meanwhile.)
+    if (state.pending === pending) {
+      state.pending = undefined;
+      if (applied) settle(state, pending);
     }
     return applied;
   });
   state.applying = applying;
   return { applied: await applying };
+}
+
+/** An edit of the rewrite went in: base, ours and the count move together. */
+function settle(state: Running, edit: NonNullable<Running["pending"]>): void {
+  Object.assign(state, { base: edit.base, ours: edit.made, edits: state.edits + 1 });
+  state.ungrouped ||= !edit.shown;
 }
 
 /**
@@ -162,8 +167,9 @@ export async function putBack(state: Running): Promise<string> {
   const steps = state.ungrouped ? " (a step for each edit made while the file was not shown)" : "";
   const halfWay = `; the rewrite stopped half-way through the function: Undo takes it back${steps}`;
   // The server may die while its last edit is still being applied here: that edit is the rewrite's too. Should
-  // VS Code never say whether it went in, the text cannot be told apart: nothing is put back (rather than keep
-  // that edit as if the user had typed it).
+  // VS Code not say within the wait whether it went in, the text says it: the text it was made for or the text it
+  // makes. When the user changed the text as well, the two cannot be told apart: nothing is put back (rather than
+  // keep that edit as if the user had typed it).
   let timer: ReturnType<typeof setTimeout> | undefined;
   const settled = await Promise.race([
     Promise.resolve(state.applying).then(
@@ -175,9 +181,23 @@ export async function putBack(state: Running): Promise<string> {
     }),
   ]);
   clearTimeout(timer);
-  if (!settled) {
-    log(`put-back: VS Code did not say within ${LAST_EDIT_WAIT_MS.value} ms whether the last edit went in; nothing put back`);
-    return halfWay;
+  if (!settled && state.pending) {
+    // No answer: the text says whether the edit went in, unless the user changed it too meanwhile.
+    const edit = state.pending;
+    const now = openDocument(state.uri)?.getText();
+    state.pending = undefined;
+    const wait = `put-back: VS Code did not say within ${LAST_EDIT_WAIT_MS.value} ms whether the last edit went in`;
+    if (now === edit.made) {
+      log(`${wait}; it is in the text`);
+      settle(state, edit);
+    } else if (now === edit.before) {
+      log(`${wait}; it is not in the text`);
+    } else {
+      log(`${wait}, and the text changed otherwise too; nothing put back`);
+      return state.edits > 0
+        ? halfWay
+        : "; whether the rewrite's first edit went in cannot be told (VS Code did not say): check the function, Undo takes it back if it did";
+    }
   }
   if (state.edits === 0) return "";
   // VS Code refuses an edit made for a text the user has changed meanwhile (a key pressed while it travels to the

@@ -100,6 +100,13 @@ export function changedSpan(a: string, b: string): [number, number, number] {
   return [start, a.length - end, b.length - end];
 }
 
+/** "lines 3-5" of a text, for its characters [start, end) (1-based; an empty span is the line it is on). */
+export function lines(text: string, start: number, end: number): string {
+  const first = text.slice(0, start).split("\n").length;
+  const last = text.slice(0, Math.max(start, end - 1)).split("\n").length;
+  return first === last ? `line ${first}` : `lines ${first}-${last}`;
+}
+
 /**
  * The document without a rewrite's edits but with everything else done to it: `base` is that so far (at first the
  * text before the rewrite's first edit), `ours` the text after the rewrite's latest edit, `now` the text as it is.

@@ -90,3 +90,13 @@ test("the document without a rewrite's edits keeps what the user typed elsewhere
   assert.deepEqual(logic.changedSpan("abcXdef", "abcYYdef"), [3, 4, 5]);
   assert.deepEqual(logic.changedSpan("aaa", "aaaa"), [3, 3, 4]);
 });
+
+test("lines: the lines of a span of characters, for the output channel", () => {
+  const text = "a\nbb\ncc\nd\n";
+  assert.equal(logic.lines(text, 0, 1), "line 1");
+  assert.equal(logic.lines(text, 2, 4), "line 2");
+  assert.equal(logic.lines(text, 2, 5), "line 2"); // "bb\n": a line with its newline is that line alone
+  assert.equal(logic.lines(text, 2, 6), "lines 2-3");
+  assert.equal(logic.lines(text, 3, 8), "lines 2-3");
+  assert.equal(logic.lines(text, 5, 5), "line 3"); // empty: the line it is on
+});
