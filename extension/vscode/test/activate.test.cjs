@@ -390,11 +390,16 @@ test("a server that stops while its last edit is still settling: that edit count
   assert.match(f.calls.messages[0], /the function is back as it was/);
 });
 
-test("a server that stops while VS Code never answers its last edit: the text says it went in, and all is put back", { timeout: 5000 }, async () => {
-  const f = fakes();
+/** The extension, its put-back waiting 50 ms (not 5 s) for VS Code's answer to the last edit. */
+async function activateWaitingBriefly(f) {
   const extension = load(f);
   await extension.activate(context());
   extension.LAST_EDIT_WAIT_MS.value = 50;
+}
+
+test("a server that stops while VS Code never answers its last edit: the text says it went in, and all is put back", { timeout: 5000 }, async () => {
+  const f = fakes();
+  await activateWaitingBriefly(f);
   const original = f.editor.document.text;
   await rewriteThatDies(f, async (edit) => {
     await edit(1);
@@ -409,9 +414,7 @@ test("a server that stops while VS Code never answers its last edit: the text sa
 
 test("a server that stops while VS Code never answers its first edit, which is not in the text: nothing to put back, no Undo named", { timeout: 5000 }, async () => {
   const f = fakes();
-  const extension = load(f);
-  await extension.activate(context());
-  extension.LAST_EDIT_WAIT_MS.value = 50;
+  await activateWaitingBriefly(f);
   const original = f.editor.document.text;
   await rewriteThatDies(f, async (edit) => {
     f.calls.editLost = true;
@@ -425,9 +428,7 @@ test("a server that stops while VS Code never answers its first edit, which is n
 
 test("a server that stops while VS Code never answers its first edit and the user typed meanwhile: nothing put back, and the message says it cannot tell", { timeout: 5000 }, async () => {
   const f = fakes();
-  const extension = load(f);
-  await extension.activate(context());
-  extension.LAST_EDIT_WAIT_MS.value = 50;
+  await activateWaitingBriefly(f);
   await rewriteThatDies(f, async (edit) => {
     f.calls.editNever = true;
     edit(1);
