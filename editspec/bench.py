@@ -446,10 +446,9 @@ def machine_drift(lookup: Run, plain: Run | None) -> float | None:
     """One decoding step in editspec lookup's run over one in plain's run of the same case (both a pass over one
     token): 1 when the machine ran as fast for both; 1.2 when it was 20% slower while lookup ran, which then
     understates lookup's speed-up in that case by about as much."""
-    steps = len(plain.tokens) - 1 if plain is not None else 0  # plain's every token after the first is a step
-    theirs = plain.decode_seconds / steps if steps > 0 else None
+    rate = plain.decode_tokens_per_second if plain is not None else 0.0  # plain makes a token a step
     ours = lookup.step_seconds
-    return round(ours / theirs, 3) if ours and theirs else None
+    return round(ours * rate, 3) if ours and rate else None
 
 
 def _median(values) -> float | None:
