@@ -24,17 +24,19 @@ def cache_file() -> Path:
 
 
 def measure_verify_seconds(
-    backend, sweeps: int = SWEEPS, seed: int = 0, clock=time.perf_counter, on_progress=None
+    backend, sweeps: int | None = None, seed: int = 0, clock=time.perf_counter, on_progress=None
 ) -> list[float]:
     """Seconds of `evaluate` over m tokens, m = 0..MAX_PASS (index 0 unused), each length measured.
 
     The curve is not smooth: the CPU kernels work in tiles of rows, so on the coder model here a pass over 16
     tokens costs less than one over 13-15, and one over 32 less than one over 31. So every length is measured,
     none interpolated, and a longer pass may cost less than a shorter one. The lengths are measured in `sweeps`
-    sweeps, each in its own shuffled order (so that a slow spell of the machine falls on a few lengths of one
-    sweep, not on the long ones of every sweep), and each length keeps its median: robust to a busy spell, and
-    to the odd fast outlier that a fastest-of-sweeps takes for the truth. `on_progress(done, total)` before the
-    first pass and after each, counting m + 1 for a pass over m tokens (about how its time grows)."""
+    (SWEEPS unless given) sweeps, each in its own shuffled order (so that a slow spell of the machine falls on a
+    few lengths of one sweep, not on the long ones of every sweep), and each length keeps its median: robust to a
+    busy spell, and to the odd fast outlier that a fastest-of-sweeps takes for the truth. `on_progress(done,
+    total)` before the first pass and after each, counting m + 1 for a pass over m tokens (about how its time
+    grows)."""
+    sweeps = SWEEPS if sweeps is None else sweeps
     filler = [t % (backend.n_vocab - 10) + 10 for t in range(CONTEXT_TOKENS)]
     backend.truncate(0)
     backend.prefill(filler)

@@ -337,6 +337,7 @@ def test_the_first_run_says_it_measures_this_machine(source, tmp_path, monkeypat
 
     costs = tmp_path / "cache" / "verify-costs.json"
     monkeypatch.setattr(editspec.calibration, "cache_file", lambda: costs)
+    monkeypatch.setattr(editspec.calibration, "SWEEPS", 1)  # what is said, not what is measured, is the point
 
     def rewrite(*extra):
         args = ["rewrite", str(source), "-f", "total", "-i", "Use the built-in sum.", "--max-tokens", "40", *extra]
