@@ -795,13 +795,20 @@ def print_bench(result: dict, methods) -> None:
             f"{o['median_live_over_oracle']}; live by the same cost model {o['median_live_modelled_speedup']}x"
         )
     drift = result.get("machine_drift")
-    if drift:
-        story = result.get("story_case", {}).get("machine_drift")
+    story = result.get("story_case", {}).get("machine_drift")
+    if drift or story is not None:
+        # A case whose lookup run had too few plain steps has no drift; the story (nothing to copy) always has.
+        seen = [f"{story:.2f}x in the story"] if story is not None else []
+        if drift:
+            seen.insert(
+                0,
+                f"{drift['median']:.2f}x as long in the median, {drift['lowest']:.2f}x-{drift['highest']:.2f}x "
+                f"across {drift['cases']} cases",
+            )
         out.print(
-            f"the machine while editspec lookup ran, against plain's run of the same case: a plain step "
-            f"{drift['median']:.2f}x as long in the median, {drift['lowest']:.2f}x-{drift['highest']:.2f}x across "
-            f"{drift['cases']} cases" + ("" if story is None else f", {story:.2f}x in the story") + " (where a case "
-            "is far from the median, its ratio measured the machine's drift too: re-run it)"
+            "the machine while editspec lookup ran, against plain's run of the same case: a plain step "
+            + ", ".join(seen)
+            + " (where a case is far from the median, its ratio measured the machine's drift too: re-run it)"
         )
 
 
