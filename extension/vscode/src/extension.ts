@@ -51,12 +51,19 @@ interface Running {
   tangled?: boolean;
   /** The document's text after the rewrite's latest edit. */
   ours?: string;
-  /** The edit being applied now, if any: settles once `ours` has it. */
-  applying?: Thenable<boolean>;
-  /** That edit: the text it was made for, and what base and ours become once it is in. */
-  pending?: { before: string; base?: string; made: string; shown: boolean };
+  /** The edit being applied now, if any. */
+  pending?: Pending;
   /** Some edits went in while the file was not shown, each its own undo step. */
   ungrouped?: boolean;
+}
+/** An edit of a rewrite on its way into the document: the text it was made for, what base and ours become once it
+ * is in, and VS Code's answer (which settles once `ours` has it). */
+interface Pending {
+  before: string;
+  base?: string;
+  made: string;
+  shown: boolean;
+  answer?: Thenable<boolean>;
 }
 /** The rewrites running, by document (the server runs one per document; rewrites of other documents queue there
  * while this one streams, so each edit goes to the rewrite of its own document). */
@@ -137,9 +144,8 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
       vscode.workspace.applyEdit(converted),
     );
   }
-  const pending = { before, base, made, shown: editor !== undefined };
-  state.pending = pending;
-  applying = applying.then((applied) => {
+  const pending: Pending = { before, base, made, shown: editor !== undefined };
+  pending.answer = applying.then((applied) => {
     // (Unless the put-back stopped waiting for this answer and settled the edit from the text meanwhile.)
     if (state.pending === pending) {
       state.pending = undefined;
@@ -147,12 +153,12 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
     }
     return applied;
   });
-  state.applying = applying;
-  return { applied: await applying };
+  state.pending = pending;
+  return { applied: await pending.answer };
 }
 
 /** An edit of the rewrite went in: base, ours and the count move together. */
-function settle(state: Running, edit: NonNullable<Running["pending"]>): void {
+function settle(state: Running, edit: Pending): void {
   Object.assign(state, { base: edit.base, ours: edit.made, edits: state.edits + 1 });
   state.ungrouped ||= !edit.shown;
 }
@@ -171,8 +177,9 @@ export async function putBack(state: Running): Promise<string> {
   // makes. When the user changed the text as well, the two cannot be told apart: nothing is put back (rather than
   // keep that edit as if the user had typed it).
   let timer: ReturnType<typeof setTimeout> | undefined;
+  const edit = state.pending;
   const settled = await Promise.race([
-    Promise.resolve(state.applying).then(
+    Promise.resolve(edit?.answer).then(
       () => true,
       () => true,
     ),
@@ -181,9 +188,8 @@ export async function putBack(state: Running): Promise<string> {
     }),
   ]);
   clearTimeout(timer);
-  if (!settled && state.pending) {
+  if (!settled && edit && state.pending === edit) {
     // No answer: the text says whether the edit went in, unless the user changed it too meanwhile.
-    const edit = state.pending;
     const now = openDocument(state.uri)?.getText();
     state.pending = undefined;
     const wait = `put-back: VS Code did not say within ${LAST_EDIT_WAIT_MS.value} ms whether the last edit went in`;
