@@ -72,7 +72,7 @@ def test_bench_writes_the_documented_json(tmp_path):
     assert report["repeat"] == 2
     assert "editspec_lookup" in result.output
     # The machine's drift between lookup's run and plain's: always measured on the story (nothing to copy: nearly
-    # every round a plain step), on a case where lookup's run had plain steps enough.
+    # every round a plain step), and on a case where lookup's run had plain steps enough.
     story_drift = report["story_case"]["machine_drift"]
     assert story_drift > 0 and f"{story_drift:.2f}x in the story" in " ".join(result.output.split())
     drift = report["cases"][0].get("machine_drift")
