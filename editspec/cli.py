@@ -796,15 +796,16 @@ def print_bench(result: dict, methods) -> None:
         )
     drift = result.get("machine_drift")
     story = result.get("story_case", {}).get("machine_drift")
-    if drift or story is not None:
-        # A case whose lookup run had too few plain steps has no drift; the story (nothing to copy) always has.
-        seen = [f"{story:.2f}x in the story"] if story is not None else []
-        if drift:
-            seen.insert(
-                0,
-                f"{drift['median']:.2f}x as long in the median, {drift['lowest']:.2f}x-{drift['highest']:.2f}x "
-                f"across {drift['cases']} cases",
-            )
+    # A case whose lookup run had too few plain steps has no drift; the story (nothing to copy) always has.
+    seen = []
+    if drift:
+        seen.append(
+            f"{drift['median']:.2f}x as long in the median, {drift['lowest']:.2f}x-{drift['highest']:.2f}x "
+            f"across {drift['cases']} cases"
+        )
+    if story is not None:
+        seen.append(f"{story:.2f}x in the story")
+    if seen:
         out.print(
             "the machine while editspec lookup ran, against plain's run of the same case: a plain step "
             + ", ".join(seen)

@@ -63,7 +63,7 @@ interface Pending {
   base?: string;
   made: string;
   shown: boolean;
-  answer?: Thenable<boolean>;
+  answer: Thenable<boolean>;
 }
 /** The rewrites running, by document (the server runs one per document; rewrites of other documents queue there
  * while this one streams, so each edit goes to the rewrite of its own document). */
@@ -144,7 +144,7 @@ export async function applyEdit(params: ApplyWorkspaceEditParams): Promise<Apply
       vscode.workspace.applyEdit(converted),
     );
   }
-  const pending: Pending = { before, base, made, shown: editor !== undefined };
+  const pending = { before, base, made, shown: editor !== undefined } as Pending; // its answer is set next
   pending.answer = applying.then((applied) => {
     // (Unless the put-back stopped waiting for this answer and settled the edit from the text meanwhile.)
     if (state.pending === pending) {
