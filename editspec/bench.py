@@ -196,8 +196,9 @@ def median_step_seconds(rounds) -> float | None:
     return statistics.median(steps) if len(steps) >= STEPS_FOR_DRIFT else None
 
 
-def run_server(server: peer.LlamaServer, case: Case) -> Run:
-    """llama.cpp's server on the same prompt tokens; prefill and decode times from its own timings."""
+def run_server(server: peer.FreshServer, case: Case) -> Run:
+    """llama.cpp's server (a process of its own) on the same prompt tokens; prefill and decode times from its own
+    timings."""
     answer = server.complete(case.prompt, case.max_tokens, case.fenced)
     t = answer["timings"]
     tokens = answer.get("tokens") or []
@@ -225,6 +226,7 @@ class Case:
 # gets at least SHORT_ROUNDS rounds (cheap, for so few tokens), so one slow spell does not decide its ratio.
 SHORT_ANSWER = 64  # tokens
 SHORT_ROUNDS = 3
+STORY_ROUNDS = 3  # the story's at least (see run_case)
 
 
 def fastest_interleaved(order: Sequence[str], repeats: int, run: Callable[[str], Run]) -> dict[str, Run]:
@@ -282,13 +284,7 @@ def run_benchmark(
         raise ValueError(f"unknown methods {sorted(unknown)}; choose from {', '.join(METHODS + SERVER_METHODS)}")
     if server is None and set(methods) & set(SERVER_METHODS):
         raise ValueError(f"the llama-server methods need ${peer.SERVER_ENV}: the path of a llama-server binary")
-    with contextlib.ExitStack() as servers:
-        return _run_benchmark(
-            model, draft_model, data, limit, threads, tuple(methods), n_ctx, repeat, progress, server, servers
-        )
-
-
-def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, repeat, progress, server, servers):
+    methods = tuple(methods)
     data_path = find_data(data)
     backend = LlamaBackend(model, n_ctx=n_ctx, n_threads=threads)
     threads = backend.n_threads
@@ -309,10 +305,7 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
         elif name == "editspec_lookup":
             runners[name] = lambda c, stop: run_editspec(lookup, c.prompt, c.max_tokens, stop, c.opening)
         elif name in SERVER_METHODS:
-            progress(f"starting llama-server ({name})")
-            srv = servers.enter_context(
-                peer.LlamaServer(server, backend.path, threads=threads, n_ctx=n_ctx, extra=peer.SPEC_ARGS[name])
-            )
+            srv = peer.FreshServer(server, backend.path, threads=threads, n_ctx=n_ctx, extra=peer.SPEC_ARGS[name])
             runners[name] = lambda c, stop, srv=srv: run_server(srv, c)
         elif name == "editspec_draft_model":
             # Without --draft-model the bundled model drafts for itself: correct, but it cannot be faster.
@@ -330,7 +323,9 @@ def _run_benchmark(model, draft_model, data, limit, threads, methods, n_ctx, rep
         # The story is one short run per method (of 256 tokens, more than SHORT_ANSWER, but with nothing to
         # copy its ratio is all overhead and noise): more repeats keep it from being noise.
         runs = fastest_interleaved(
-            order, repeat if case.fenced else max(3, repeat), lambda name: runners[name](case, stop_for(case))
+            order,
+            repeat if case.fenced else max(STORY_ROUNDS, repeat),
+            lambda name: runners[name](case, stop_for(case)),
         )
         reference = runs["plain"].tokens if "plain" in runs else None
         record = {

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A stand-in for llama.cpp's `llama-server` in tests: the same command line, /health and /completion, and
 timings that say it decodes at 50 tokens/s plain and 100 with --spec-type. It records its arguments and every
-request in $FAKE_LLAMA_SERVER_LOG."""
+request, each with its process id, in $FAKE_LLAMA_SERVER_LOG."""
 
 import json
 import os
@@ -17,7 +17,7 @@ log = os.environ["FAKE_LLAMA_SERVER_LOG"]
 
 def record(entry):
     with open(log, "a") as f:
-        f.write(json.dumps(entry) + "\n")
+        f.write(json.dumps({**entry, "pid": os.getpid()}) + "\n")
 
 
 record({"args": args})

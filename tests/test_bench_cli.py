@@ -84,7 +84,7 @@ def test_bench_writes_the_documented_json(tmp_path):
 def test_llama_server_joins_the_benchmark_when_named(tmp_path, monkeypatch):
     """$LLAMA_SERVER adds llama.cpp's server, plain and ngram-mod, on loopback, with the same model, threads and
     prompt tokens; speeds come from its timings (here a stand-in that says 50 and 100 tokens/s)."""
-    from editspec.bench import SHORT_ANSWER, SHORT_ROUNDS
+    from editspec.bench import SHORT_ANSWER, SHORT_ROUNDS, STORY_ROUNDS
 
     data = tmp_path / "cases.jsonl"
     data.write_text(json.dumps(CASE) + "\n")
@@ -106,15 +106,25 @@ def test_llama_server_joins_the_benchmark_when_named(tmp_path, monkeypatch):
     assert "llama-server ngram-mod" in result.output
     entries = [json.loads(line) for line in log.read_text().splitlines()]
     started = [e["args"] for e in entries if "args" in e]
-    assert len(started) == 2 and all(a[a.index("--host") + 1] == "127.0.0.1" for a in started)
+    assert all(a[a.index("--host") + 1] == "127.0.0.1" for a in started)
     assert all(a[a.index("-m") + 1] == report["machine"]["model"] and a[a.index("-t") + 1] == "2" for a in started)
-    assert sorted("--spec-type" in a for a in started) == [False, True]
     requests = [e for e in entries if "request" in e]
     assert all(r["request"]["temperature"] == 0 and r["request"]["cache_prompt"] is False for r in requests)
-    fenced = [r for r in requests if r["request"].get("stop") == ["\n```"]]  # the case (not warm-up or story)
+    # No memory between requests (ngram-mod would draft an earlier run's answer): every process serves one
+    # warm-up too short to leave an n-gram (fewer than ngram-mod's 24 tokens) and then one measured request.
+    served = {}
+    for r in requests:
+        served.setdefault(r["pid"], []).append(r)
+    assert len(served) == len(started) and all(len(rs) == 2 for rs in served.values())
+    assert all(rs[0]["prompt_tokens"] < 24 and rs[0]["request"]["n_predict"] < 24 for rs in served.values())
+    measured = [rs[1] for rs in served.values()]
+    fenced = [r for r in measured if r["request"].get("stop") == ["\n```"]]  # the case (not warm-up or story)
     short = max(m["tokens"] for m in case.values()) < SHORT_ANSWER  # a short answer is run SHORT_ROUNDS rounds
     assert len(fenced) == 2 * (SHORT_ROUNDS if short else 1)
     assert all(r["prompt_tokens"] == report["cases"][0]["prompt_tokens"] for r in fenced)
+    # The bench's warm-up, the case's rounds and the story's, each method alike: plain and ngram-mod.
+    assert len(started) == 2 * (1 + len(fenced) // 2 + STORY_ROUNDS)
+    assert sum("--spec-type" in a for a in started) == len(started) // 2
 
 
 def test_a_llama_server_that_is_not_there_is_a_clear_error(tmp_path, monkeypatch):
