@@ -226,7 +226,7 @@ class Case:
 # gets at least SHORT_ROUNDS rounds (cheap, for so few tokens), so one slow spell does not decide its ratio.
 SHORT_ANSWER = 64  # tokens
 SHORT_ROUNDS = 3
-STORY_ROUNDS = 3  # the story's at least (see run_case)
+STORY_ROUNDS = 3  # the fewest rounds the story gets (see run_case)
 
 
 def fastest_interleaved(order: Sequence[str], repeats: int, run: Callable[[str], Run]) -> dict[str, Run]:

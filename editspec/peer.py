@@ -1,8 +1,8 @@
 """llama.cpp's own server as a peer in `editspec bench`: the strongest prompt-lookup speculation outside editspec.
 
 When $LLAMA_SERVER names a `llama-server` binary (README: how to build it from the llama.cpp sources that
-llama-cpp-python's sdist vendors), the benchmark starts it twice on loopback with the same model and threads:
-plain, and with `--spec-type ngram-mod`. Each case sends the very prompt tokens the other methods read, greedy,
+llama-cpp-python's sdist vendors), the benchmark runs it on loopback with the same model and threads, plain and
+with `--spec-type ngram-mod`. Each case sends the very prompt tokens the other methods read, greedy,
 without the server's prompt cache; speeds are decode-only, from the server's own `timings`.
 
 Every request gets a server process of its own (`FreshServer`): ngram-mod keeps one pool of n-grams for all the
@@ -110,8 +110,8 @@ class LlamaServer:
         self.close()
 
 
-# The warm-up request a fresh process serves first: the prompt's first tokens, fewer than ngram-mod's n-gram
-# (24 tokens), and a few more, so it leaves nothing for ngram-mod to draft from.
+# The warm-up request a fresh process serves first: the prompt's first 8 tokens and 8 written after them, fewer
+# together than ngram-mod's n-gram (24 tokens), so it leaves nothing for ngram-mod to draft from.
 WARM_UP_TOKENS = 8
 
 
