@@ -53,8 +53,8 @@ class LiveProgress:
 
 
 def summary_line(stats: Stats) -> str:
-    """Acceptance, tokens per pass, and the measured speed-up beside the formula's prediction, by the verify
-    costs the request planned its drafts with (as `editspec bench` counts it)."""
+    """Acceptance, tokens per pass, and the measured speed-up beside what the acceptance rate predicts for the
+    passes the request ran, by the verify costs it planned its drafts with (as `editspec bench` counts it)."""
     parts = [
         f"{stats.generated_tokens} tokens",
         f"prefill {stats.prompt_tokens} tokens in {stats.prefill_seconds:.2f}s"
@@ -65,16 +65,16 @@ def summary_line(stats: Stats) -> str:
     if verified:
         parts.append(f"acceptance α={stats.acceptance_rate:.2f}")
     parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
-    decode_rounds = [r for r in stats.rounds if not r.opening]
-    gamma = sum(len(r.drafted) for r in decode_rounds) / len(decode_rounds) if decode_rounds else 0.0
     # Every token after the first, the opening copy's too, charged as a pass of its own (as `editspec bench` does).
     verify_seconds = stats.verify_seconds
     seconds = stats.decode_seconds + opening_pass_seconds(stats.opening_drafted, verify_seconds)
-    decoded = stats.generated_tokens - 1
-    figures = speedup_figures(decoded, seconds, stats.acceptance_rate, gamma, verify_seconds)
+    lengths = [len(r.drafted) for r in stats.rounds if not r.opening]
+    figures = speedup_figures(
+        stats.generated_tokens - 1, seconds, stats.acceptance_rate, lengths, verify_seconds, stats.opening_drafted
+    )
     if figures:
         measured, predicted = figures
-        parts.append(f"speed-up {measured:.2f}x over plain (formula predicts {predicted:.2f}x at γ≈{gamma:.1f})")
+        parts.append(f"speed-up {measured:.2f}x over plain (α predicts {predicted:.2f}x for these draft lengths)")
     return " · ".join(parts)
 
 

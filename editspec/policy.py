@@ -84,16 +84,32 @@ def opening_pass_seconds(opening_drafted: int, verify_seconds) -> float:
 
 
 def speedup_figures(
-    decoded: int, decode_seconds: float, acceptance_rate: float, mean_draft: float, verify_seconds
+    decoded: int,
+    decode_seconds: float,
+    acceptance_rate: float,
+    drafted_lengths: Sequence[int],
+    verify_seconds,
+    opening_drafted: int = 0,
 ) -> tuple[float, float] | None:
-    """(measured, predicted) speed-up of the decoding phase (`decoded` tokens, those the prefill did not
-    give) over plain decoding: measured against one plain step per token, predicted by
-    (1 - α^(γ+1)) / (1 - α) over the cost of a pass of γ+1 tokens."""
+    """(measured, predicted) speed-up over plain decoding of `decoded` tokens made in `decode_seconds`.
+
+    Measured against one plain step per token. Predicted from the acceptance rate α alone, for the passes the
+    request ran (`drafted_lengths`: per pass, how many drafts it verified, 0 for a plain step): a pass verifying
+    k drafts makes (1 - α^(k+1)) / (1 - α) tokens on average and costs `verify_seconds[k + 1]`. An opening copy
+    verified within the prefill (`opening_drafted` tokens, charged as a pass over as many, as `editspec bench`
+    does) makes one token fewer: its first comes with the prompt. The textbook formula takes one draft length
+    for every pass; an adaptive length mixes plain steps with long drafts, and their mean says nothing."""
     if not verify_seconds or decoded <= 0 or decode_seconds <= 0:
         return None
+    top = len(verify_seconds) - 1
+    tokens = sum(expected_tokens(acceptance_rate, k) for k in drafted_lengths)
+    seconds = sum(verify_seconds[min(k + 1, top)] for k in drafted_lengths)
+    if opening_drafted:
+        tokens += expected_tokens(acceptance_rate, opening_drafted) - 1.0
+        seconds += verify_seconds[min(opening_drafted, top)]
     step = verify_seconds[1]
-    k = max(0, min(round(mean_draft), len(verify_seconds) - 2))
-    return decoded * step / decode_seconds, expected_tokens(acceptance_rate, k) * step / verify_seconds[k + 1]
+    predicted = tokens * step / seconds if seconds > 0 else 1.0
+    return decoded * step / decode_seconds, predicted
 
 
 class AdaptiveDraftLength:

@@ -96,7 +96,8 @@ def build_trace(
         "decode_seconds": stats.decode_seconds,
     }
     decoded = stats.generated_tokens - stats.prefill_output_tokens
-    speedups = speedup_figures(decoded, stats.decode_seconds, alpha, mean_draft, verify_seconds)
+    lengths = [r["drafted"] for r in decode_rounds]
+    speedups = speedup_figures(decoded, stats.decode_seconds, alpha, lengths, verify_seconds)
     if speedups:
         figures["measured_speedup"], figures["predicted_speedup"] = speedups
     return {"tokens": tokens, "rounds": rounds, "figures": figures, "output": "".join(texts)}
@@ -200,7 +201,7 @@ def render_html(trace: dict, title: str = "editspec trace") -> str:
     ]
     if "measured_speedup" in f:
         figures.append(("speed-up over plain (measured)", f"{f['measured_speedup']:.2f}x"))
-        figures.append(("predicted (1-α^(γ+1))/(1-α) ÷ cost", f"{f['predicted_speedup']:.2f}x"))
+        figures.append(("predicted from α for these draft lengths", f"{f['predicted_speedup']:.2f}x"))
     rows = []
     for i, r in enumerate(trace["rounds"]):
         src = r.get("source") or {}

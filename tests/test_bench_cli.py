@@ -230,6 +230,31 @@ def test_the_rewrite_summary_counts_the_opening_as_the_benchmark_does():
     assert f"speed-up {expected:.2f}x over plain" in summary_line(stats)
 
 
+def test_the_summarys_prediction_is_for_the_passes_the_request_ran():
+    """An adaptive request mixes plain steps with long drafts: when every draft is accepted and each pass took its
+    planned cost, the prediction is the measured speed-up (the mean draft length in one formula would say 1x)."""
+    from editspec.display import summary_line
+    from editspec.engine import Round, Stats
+
+    costs = [0.0] + [0.1 * (1 + 0.5 * (m - 1)) for m in range(1, 34)]
+    plain = [Round([], 0, None, None, 5, costs[1]) for _ in range(60)]
+    drafts = [Round(list(range(16)), 16, "lookup", 0, 5, costs[17]) for _ in range(2)]
+    stats = Stats(generated_tokens=1 + 60 + 2 * 17, prefill_output_tokens=1, rounds=[*plain, *drafts])
+    stats.drafted_tokens = stats.accepted_tokens = 32
+    stats.decode_seconds, stats.verify_seconds = 60 * costs[1] + 2 * costs[17], costs
+    measured = (60 + 34) * costs[1] / stats.decode_seconds
+    assert measured > 1.2
+    assert f"speed-up {measured:.2f}x over plain (α predicts {measured:.2f}x for these draft lengths)" in summary_line(
+        stats
+    )
+    # Half the drafted tokens accepted: the prediction falls with α, the same passes costing the same.
+    half = [Round(list(range(16)), 8, "lookup", 0, 5, costs[17]) for _ in range(2)]
+    stats.rounds, stats.accepted_tokens = [*plain, *half], 16
+    alpha = 0.5
+    predicted = (60 + 2 * (1 - alpha**17) / (1 - alpha)) * costs[1] / stats.decode_seconds
+    assert f"(α predicts {predicted:.2f}x for these draft lengths)" in summary_line(stats)
+
+
 def test_a_request_keeps_the_costs_it_planned_with_and_its_statistics_use_them(backend):
     """Learning moves the decoder's verify costs after every request; the request's own statistics (the line
     `editspec rewrite` prints, the benchmark's opening charge) take the costs its drafts were planned with."""
