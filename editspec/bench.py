@@ -67,8 +67,9 @@ class Run:
     drafted_lengths: list[int] | None = None  # per decoding pass, how many drafted tokens it verified
     opening_drafted: int = 0  # editspec: tokens of the opening copy verified within the prefill
     opening_seconds: float = 0.0  # what verifying those as a pass of their own costs (the calibrated cost)
-    # editspec: the median seconds of its passes that verified no draft (plain steps), to set beside plain's own
-    # steps in the same case: the machine's speed while each ran (None: fewer than STEPS_FOR_DRIFT such passes)
+    # The median seconds of a plain step: editspec's passes that verified no draft, llama-cpp-python's time between
+    # two tokens; editspec lookup's beside plain's in the same case is the machine's speed while each ran (None:
+    # fewer than STEPS_FOR_DRIFT steps)
     step_seconds: float | None = None
 
     @property
@@ -146,24 +147,33 @@ def load_llama_cpp(model_path: Path, n_ctx: int, threads: int, pld_tokens: int |
 
 
 def run_llama_cpp(
-    llm, prompt: list[int], max_tokens: int, stop: Callable[[list[int]], bool], is_end: Callable[[int], bool]
+    llm,
+    prompt: list[int],
+    max_tokens: int,
+    stop: Callable[[list[int]], bool],
+    is_end: Callable[[int], bool],
+    clock: Callable[[], float] = time.perf_counter,
 ) -> Run:
     """llama-cpp-python's own loop (`Llama.generate`, what create_completion streams from), greedy."""
     llm.reset()  # a cold prefill, like every other method
     out: list[int] = []
-    t0 = time.perf_counter()
+    t0 = clock()
     t_first = None
+    arrivals: list[float] = []  # when each token came: after the first, one decoding step apart
     for tok in llm.generate(prompt, temp=0.0, repeat_penalty=1.0, reset=True):
+        arrivals.append(clock())
         if t_first is None:
-            t_first = time.perf_counter()
+            t_first = arrivals[0]
         if is_end(tok):
             break
         out.append(tok)
         if stop(out) or len(out) >= max_tokens:
             break
-    t_end = time.perf_counter()
+    t_end = clock()
     t_first = t_first or t_end
-    return Run(out, t_first - t0, t_end - t_first, target_passes=None)
+    steps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
+    step = statistics.median(steps) if len(steps) >= STEPS_FOR_DRIFT else None
+    return Run(out, t_first - t0, t_end - t_first, target_passes=None, step_seconds=step)
 
 
 def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop, opening: int | None = None) -> Run:
@@ -440,12 +450,13 @@ def peer_ratios(results: list[dict], methods) -> dict:
 
 
 def machine_drift(lookup: Run, plain: Run | None) -> float | None:
-    """One decoding step in editspec lookup's run over one in plain's run of the same case (both a pass over one
-    token): 1 when the machine ran as fast for both; 1.2 when it was 20% slower while lookup ran, which then
-    understates lookup's speed-up in that case by about as much."""
-    rate = plain.decode_tokens_per_second if plain is not None else 0.0  # plain makes a token a step
-    ours = lookup.step_seconds
-    return round(ours * rate, 3) if ours and rate else None
+    """The median decoding step in editspec lookup's run over the median in plain's run of the same case (both a
+    pass over one token): 1 when the machine ran as fast for both; 1.2 when it was 20% slower while lookup ran,
+    which then understates lookup's speed-up in that case by about as much. Medians of both: step times have a
+    tail of slow ones, so one run's median against the other's mean would read as drift when there is none."""
+    if plain is None or not lookup.step_seconds or not plain.step_seconds:
+        return None
+    return round(lookup.step_seconds / plain.step_seconds, 3)
 
 
 def _median(values) -> float | None:

@@ -298,7 +298,7 @@ def test_the_machine_drift_sets_lookups_plain_steps_beside_plains_own():
     from editspec.bench import STEPS_FOR_DRIFT, Run, machine_drift, median_step_seconds
     from editspec.engine import Round
 
-    plain = Run(tokens=[1] * 11, prefill_seconds=0.5, decode_seconds=1.0)  # 10 steps of 0.1 s
+    plain = Run(tokens=[1] * 11, prefill_seconds=0.5, decode_seconds=1.0, step_seconds=0.1)  # 10 steps of 0.1 s
     rounds = [Round([], 0, None, None, 1, 0.4, opening=True)]  # the prefill: not a step
     rounds += [Round([], 0, None, None, 1, s) for s in (0.12, 0.11, 0.13, 0.12, 0.5)]  # one slow spell
     rounds += [Round([5, 6, 7], 3, "lookup", 0, 8, 0.2)]  # a verify pass: not a step
@@ -316,6 +316,28 @@ def test_the_machine_drift_sets_lookups_plain_steps_beside_plains_own():
     assert few is None
     no_steps = Run(tokens=[1] * 12, prefill_seconds=0.5, decode_seconds=1.2, drafted_lengths=[3])
     assert machine_drift(no_steps, plain) is None
+
+
+def test_plains_step_is_the_median_time_between_its_tokens():
+    """llama-cpp-python's run times each token's arrival: after the first (which comes with the prompt) they come one
+    step apart, and the median of those is set beside editspec's median step; its mean, which a slow step pulls up,
+    would read as drift where there is none."""
+    from editspec import bench
+
+    class Llm:
+        def reset(self):
+            pass
+
+        def generate(self, prompt, **kwargs):
+            yield from range(10, 17)
+
+    # t0, then the seven tokens' arrivals (the fifth step slow), then the end
+    times = iter([0.0, 1.0, 1.1, 1.2, 1.3, 1.9, 2.0, 2.1, 2.1])
+    plain = bench.run_llama_cpp(Llm(), [1, 2], 16, lambda out: False, lambda tok: False, clock=lambda: next(times))
+    assert plain.prefill_seconds == 1.0 and plain.decode_seconds == pytest.approx(1.1)
+    assert plain.step_seconds == pytest.approx(0.1)
+    lookup = bench.Run(tokens=[1] * 7, prefill_seconds=1.0, decode_seconds=0.6, step_seconds=0.1)
+    assert bench.machine_drift(lookup, plain) == 1.0
 
 
 def test_a_short_answer_gets_the_rounds_the_story_gets():
