@@ -158,21 +158,17 @@ def run_llama_cpp(
     llm.reset()  # a cold prefill, like every other method
     out: list[int] = []
     t0 = clock()
-    t_first = None
     arrivals: list[float] = []  # when each token came: after the first, one decoding step apart
     for tok in llm.generate(prompt, temp=0.0, repeat_penalty=1.0, reset=True):
         arrivals.append(clock())
-        if t_first is None:
-            t_first = arrivals[0]
         if is_end(tok):
             break
         out.append(tok)
         if stop(out) or len(out) >= max_tokens:
             break
     t_end = clock()
-    t_first = t_first or t_end
-    steps = [b - a for a, b in zip(arrivals, arrivals[1:], strict=False)]
-    step = statistics.median(steps) if len(steps) >= STEPS_FOR_DRIFT else None
+    t_first = arrivals[0] if arrivals else t_end
+    step = median_step([b - a for a, b in zip(arrivals, arrivals[1:], strict=False)])
     return Run(out, t_first - t0, t_end - t_first, target_passes=None, step_seconds=step)
 
 
@@ -200,10 +196,14 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop, ope
 STEPS_FOR_DRIFT = 5
 
 
+def median_step(steps: Sequence[float]) -> float | None:
+    """The median of plain steps' seconds (None: fewer than STEPS_FOR_DRIFT of them)."""
+    return statistics.median(steps) if len(steps) >= STEPS_FOR_DRIFT else None
+
+
 def median_step_seconds(rounds) -> float | None:
     """The median seconds of the decoding passes that verified no draft: one plain step each."""
-    steps = [r.seconds for r in rounds if not r.opening and not r.drafted]
-    return statistics.median(steps) if len(steps) >= STEPS_FOR_DRIFT else None
+    return median_step([r.seconds for r in rounds if not r.opening and not r.drafted])
 
 
 def run_server(server: peer.FreshServer, case: Case) -> Run:
