@@ -296,7 +296,12 @@ try {
   await waitFor("no toasts", async () => !(await page.locator(".notifications-toasts .notification-toast").count()), 10000);
   await openFile(page, env("EDITSPEC_E2E_OTHER_FILE"));
   await openFile(page, FILE);
-  const beforeHidden = await editorText(page); // with the line typed in step 5
+  // With the line typed in step 5. Read once the view shows this file: just after Quick Open it can still show the
+  // other file's lines, and any later read would then look like a streamed edit.
+  const beforeHidden = await waitFor("the file's text in its editor", async () => {
+    const text = await editorText(page);
+    return text !== null && text.trimEnd() === afterKill.replace(/\r\n/g, "\n").trimEnd() ? text : null;
+  }, 10000, 50);
   await moveCursor(page, line);
   await askRewrite(page, env("EDITSPEC_E2E_CANCEL_INSTRUCTION"));
   await waitFor("the rewrite's notification", async () => (await progressShown(page)) > 0, 120000, 10);
