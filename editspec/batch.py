@@ -206,7 +206,6 @@ def rewrite_source(
     # The planned targets, found again in the text (functions, methods or classes alike).
     targets = definitions(current.encode("utf-8"), language)
     chosen = set(wanted)
-    step_cost = rewriter.decoder.verify_seconds[1] if rewriter.decoder.verify_seconds else 0.0
     # Bottom-up: rewriting a later function never moves an earlier one (but for the imports it adds: `moved`).
     pending = list(reversed([t for t in targets if (t.name, t.line) in chosen]))
     while pending:
@@ -221,7 +220,10 @@ def rewrite_source(
         outcome.tokens += result.stats.generated_tokens
         outcome.decode_seconds += result.stats.decode_seconds
         decoded = result.stats.generated_tokens - result.stats.prefill_output_tokens
-        outcome.plain_estimate_seconds += max(decoded, 0) * step_cost
+        # As many plain steps as it decoded tokens, each what this rewrite's own plain steps took (see Stats); none
+        # without speculation (nothing planned: it is plain decoding).
+        if result.stats.verify_seconds:
+            outcome.plain_estimate_seconds += max(decoded, 0) * (result.stats.plain_step_seconds or 0.0)
         problem = result.problem()
         if problem:
             outcome.failures.append((target.name, problem))

@@ -20,6 +20,7 @@ from pathlib import Path
 from . import calibration, oracle, peer, prompts
 from .backend import LlamaBackend
 from .decoding import DecodeOptions, Decoder
+from .engine import median_step, median_step_seconds
 from .models import extra_buffers_allowed
 from .policy import opening_pass_seconds
 
@@ -69,7 +70,7 @@ class Run:
     opening_seconds: float = 0.0  # what verifying those as a pass of their own costs (the calibrated cost)
     # The median seconds of a plain step: editspec's passes that verified no draft, llama-cpp-python's time between
     # two tokens; editspec lookup's beside plain's in the same case is the machine's speed while each ran (None:
-    # fewer than STEPS_FOR_DRIFT steps)
+    # fewer than engine.PLAIN_STEPS_TO_MEASURE steps)
     step_seconds: float | None = None
 
     @property
@@ -190,20 +191,6 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop, ope
         opening_seconds=opening_pass_seconds(s.opening_drafted, s.verify_seconds),
         step_seconds=median_step_seconds(s.rounds),
     )
-
-
-# A case's machine drift needs at least this many plain steps in editspec's run to stand on.
-STEPS_FOR_DRIFT = 5
-
-
-def median_step(steps: Sequence[float]) -> float | None:
-    """The median of plain steps' seconds (None: fewer than STEPS_FOR_DRIFT of them)."""
-    return statistics.median(steps) if len(steps) >= STEPS_FOR_DRIFT else None
-
-
-def median_step_seconds(rounds) -> float | None:
-    """The median seconds of the decoding passes that verified no draft: one plain step each."""
-    return median_step([r.seconds for r in rounds if not r.opening and not r.drafted])
 
 
 def run_server(server: peer.FreshServer, case: Case) -> Run:

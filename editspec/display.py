@@ -54,7 +54,8 @@ class LiveProgress:
 
 def summary_line(stats: Stats) -> str:
     """Acceptance, tokens per pass, and the measured speed-up beside what the acceptance rate predicts for the
-    passes the request ran, by the verify costs it planned its drafts with (as `editspec bench` counts it)."""
+    passes the request ran, by the verify costs it planned its drafts with (as `editspec bench` counts it). The
+    measured one sets the decoding's seconds beside as many plain steps as the request's own plain steps took."""
     parts = [
         f"{stats.generated_tokens} tokens",
         f"prefill {stats.prompt_tokens} tokens in {stats.prefill_seconds:.2f}s"
@@ -66,11 +67,19 @@ def summary_line(stats: Stats) -> str:
         parts.append(f"acceptance α={stats.acceptance_rate:.2f}")
     parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
     # Every token after the first, the opening copy's too, charged as a pass of its own (as `editspec bench` does).
-    verify_seconds = stats.verify_seconds
-    seconds = stats.decode_seconds + opening_pass_seconds(stats.opening_drafted, verify_seconds)
+    # (The opening's charge is a planned cost: scaled to the plain steps measured, as the decoding's seconds are.)
+    verify_seconds, step = stats.verify_seconds, stats.plain_step_seconds
+    scale = step / verify_seconds[1] if step and verify_seconds and len(verify_seconds) > 1 else 1.0
+    seconds = stats.decode_seconds + scale * opening_pass_seconds(stats.opening_drafted, verify_seconds)
     lengths = [len(r.drafted) for r in stats.rounds if not r.opening]
     figures = speedup_figures(
-        stats.generated_tokens - 1, seconds, stats.acceptance_rate, lengths, verify_seconds, stats.opening_drafted
+        stats.generated_tokens - 1,
+        seconds,
+        stats.acceptance_rate,
+        lengths,
+        verify_seconds,
+        stats.opening_drafted,
+        plain_step=step,
     )
     if figures:
         measured, predicted = figures

@@ -15,6 +15,7 @@ tokens a few more cost little, and the first line is out when the prefill is, wi
 from __future__ import annotations
 
 import math
+import statistics
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -102,6 +103,32 @@ class Round:
     scores: list[Score] | None = None  # with generate(scores=True): of the tokens this round emitted
 
 
+# A request's plain steps (passes that verified no draft) stand for plain decoding's step once there are this many.
+PLAIN_STEPS_TO_MEASURE = 5
+
+
+def median_step(steps: Sequence[float]) -> float | None:
+    """The median of plain steps' seconds (None: fewer than PLAIN_STEPS_TO_MEASURE of them)."""
+    return statistics.median(steps) if len(steps) >= PLAIN_STEPS_TO_MEASURE else None
+
+
+def plain_steps(rounds: Sequence[Round]) -> list[float]:
+    """The seconds of the decoding passes that verified no draft: one plain step each."""
+    return [r.seconds for r in rounds if not r.opening and not r.drafted]
+
+
+def median_step_seconds(rounds: Sequence[Round]) -> float | None:
+    """The median seconds of a request's plain steps (None: too few)."""
+    return median_step(plain_steps(rounds))
+
+
+def mean_step_seconds(rounds: Sequence[Round]) -> float | None:
+    """The mean seconds of a request's plain steps (None: too few): what plain decoding's steps would have taken
+    on average meanwhile, its slow spells included (the median leaves those out, and so reads it faster)."""
+    steps = plain_steps(rounds)
+    return statistics.fmean(steps) if len(steps) >= PLAIN_STEPS_TO_MEASURE else None
+
+
 @dataclass
 class Stats:
     prompt_tokens: int = 0
@@ -123,6 +150,13 @@ class Stats:
     def opening_drafted(self) -> int:
         """Tokens of the opening copy verified within the prefill (0: none). Its round is the first one."""
         return len(self.rounds[0].drafted) if self.rounds and self.rounds[0].opening else 0
+
+    @property
+    def plain_step_seconds(self) -> float | None:
+        """What a step of plain decoding cost during this request: the mean of its own plain steps, measured;
+        with too few of them, the step it planned with (None: neither)."""
+        measured = mean_step_seconds(self.rounds)
+        return measured or (self.verify_seconds[1] if self.verify_seconds and len(self.verify_seconds) > 1 else None)
 
     @property
     def acceptance_rate(self) -> float:

@@ -90,14 +90,17 @@ def speedup_figures(
     drafted_lengths: Sequence[int],
     verify_seconds,
     opening_drafted: int = 0,
+    plain_step: float | None = None,
 ) -> tuple[float, float] | None:
     """(measured, predicted) speed-up over plain decoding of `decoded` tokens made in `decode_seconds`.
 
-    Measured against one plain step per token. Predicted from the acceptance rate α alone, for the passes the
-    request ran (`drafted_lengths`: per pass, how many drafts it verified, 0 for a plain step): a pass verifying
-    k drafts makes (1 - α^(k+1)) / (1 - α) tokens on average and costs `verify_seconds[k + 1]`. An opening copy
-    verified within the prefill (`opening_drafted` tokens, charged as a pass over as many, as `editspec bench`
-    does) makes one token fewer: its first comes with the prompt. The textbook formula takes one draft length
+    Measured against one plain step per token: `plain_step` (what a plain step took while the request ran, its own
+    plain steps' mean), else the planned `verify_seconds[1]` (a machine running faster or slower than it was
+    calibrated turns that into a speed-up that is not there, or a loss). Predicted from the acceptance rate α alone,
+    for the passes the request ran (`drafted_lengths`: per pass, how many drafts it verified, 0 for a plain step): a
+    pass verifying k drafts makes (1 - α^(k+1)) / (1 - α) tokens on average and costs `verify_seconds[k + 1]`. An
+    opening copy verified within the prefill (`opening_drafted` tokens, charged as a pass over as many, as `editspec
+    bench` does) makes one token fewer: its first comes with the prompt. The textbook formula takes one draft length
     for every pass; an adaptive length mixes plain steps with long drafts, and their mean says nothing."""
     if not verify_seconds or decoded <= 0 or decode_seconds <= 0:
         return None
@@ -109,7 +112,7 @@ def speedup_figures(
         seconds += verify_seconds[min(opening_drafted, top)]
     step = verify_seconds[1]
     predicted = tokens * step / seconds if seconds > 0 else 1.0
-    return decoded * step / decode_seconds, predicted
+    return decoded * (plain_step or step) / decode_seconds, predicted
 
 
 class AdaptiveDraftLength:

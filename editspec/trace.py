@@ -14,7 +14,7 @@ import html
 import json
 from collections.abc import Sequence
 
-from .engine import Stats
+from .engine import Stats, mean_step_seconds
 from .policy import speedup_figures
 
 
@@ -97,7 +97,9 @@ def build_trace(
     }
     decoded = stats.generated_tokens - stats.prefill_output_tokens
     lengths = [r["drafted"] for r in decode_rounds]
-    speedups = speedup_figures(decoded, stats.decode_seconds, alpha, lengths, verify_seconds)
+    speedups = speedup_figures(
+        decoded, stats.decode_seconds, alpha, lengths, verify_seconds, plain_step=mean_step_seconds(stats.rounds)
+    )
     if speedups:
         figures["measured_speedup"], figures["predicted_speedup"] = speedups
     return {"tokens": tokens, "rounds": rounds, "figures": figures, "output": "".join(texts)}

@@ -258,6 +258,38 @@ def test_the_summarys_prediction_is_for_the_passes_the_request_ran():
     assert f"(α predicts {predicted:.2f}x for these draft lengths)" in summary_line(stats)
 
 
+def test_the_summary_sets_the_decoding_beside_the_plain_steps_the_request_took():
+    """The machine runs slower (or faster) than it was calibrated: a request of plain steps alone, each 1.5 times
+    its planned cost, is as fast as plain decoding, not 0.67x, and so it is with a slow spell among them (plain
+    decoding would have had it too); with too few plain steps to measure, the planned step stands in."""
+    from editspec.display import summary_line
+    from editspec.engine import PLAIN_STEPS_TO_MEASURE, Round, Stats
+
+    costs = [0.0] + [0.1 * (1 + 0.5 * (m - 1)) for m in range(1, 34)]
+    plain = [Round([], 0, None, None, 5, 1.5 * costs[1]) for _ in range(40)]
+    stats = Stats(generated_tokens=41, prefill_output_tokens=1, rounds=plain, verify_seconds=costs)
+    stats.decode_seconds = sum(r.seconds for r in plain)
+    assert stats.plain_step_seconds == pytest.approx(1.5 * costs[1])
+    assert "speed-up 1.00x over plain" in summary_line(stats)
+    spell = [*plain[:-4], *[Round([], 0, None, None, 5, 6 * costs[1]) for _ in range(4)]]
+    stats.rounds, stats.decode_seconds = spell, sum(r.seconds for r in spell)
+    assert "speed-up 1.00x over plain" in summary_line(stats)
+    stats.rounds, stats.decode_seconds = plain, sum(r.seconds for r in plain)
+    # Two long drafts among them, all accepted, at their planned cost times 1.5: what they saved, at that pace.
+    drafts = [Round(list(range(16)), 16, "lookup", 0, 5, 1.5 * costs[17]) for _ in range(2)]
+    stats.rounds, stats.generated_tokens = [*plain, *drafts], 41 + 34
+    stats.drafted_tokens = stats.accepted_tokens = 32
+    stats.decode_seconds = sum(r.seconds for r in stats.rounds)
+    expected = 74 * costs[1] / (40 * costs[1] + 2 * costs[17])
+    assert f"speed-up {expected:.2f}x over plain" in summary_line(stats)
+    # Too few plain steps to measure: the planned step.
+    few = plain[: PLAIN_STEPS_TO_MEASURE - 1]
+    stats.rounds, stats.generated_tokens = [*few, *drafts], 1 + len(few) + 34
+    stats.decode_seconds = sum(r.seconds for r in stats.rounds)
+    assert stats.plain_step_seconds == costs[1]
+    assert f"speed-up {(len(few) + 34) * costs[1] / stats.decode_seconds:.2f}x over plain" in summary_line(stats)
+
+
 def test_a_request_keeps_the_costs_it_planned_with_and_its_statistics_use_them(backend):
     """Learning moves the decoder's verify costs after every request; the request's own statistics (the line
     `editspec rewrite` prints, the benchmark's opening charge) take the costs its drafts were planned with."""
@@ -273,9 +305,9 @@ def test_a_request_keeps_the_costs_it_planned_with_and_its_statistics_use_them(b
     stats = decoder.decode(prompt).stats
     assert decoder.verify_seconds == [2 * x for x in planned]  # for the next request
     assert stats.verify_seconds == planned and stats.opening_drafted > 0
-    decoded = stats.generated_tokens - 1
-    seconds = stats.decode_seconds + opening_pass_seconds(stats.opening_drafted, planned)
-    assert f"speed-up {decoded * planned[1] / seconds:.2f}x over plain" in summary_line(stats)
+    decoded, step = stats.generated_tokens - 1, stats.plain_step_seconds
+    seconds = stats.decode_seconds + step / planned[1] * opening_pass_seconds(stats.opening_drafted, planned)
+    assert f"speed-up {decoded * step / seconds:.2f}x over plain" in summary_line(stats)
 
 
 def test_repeats_take_turns_and_the_fastest_run_of_each_method_counts():
@@ -295,8 +327,8 @@ def test_repeats_take_turns_and_the_fastest_run_of_each_method_counts():
 def test_the_machine_drift_sets_lookups_plain_steps_beside_plains_own():
     """How fast the machine ran during each method's run of a case: editspec's passes that verified no draft are
     plain steps, set beside plain's steps (its decode time per token); too few of them say nothing."""
-    from editspec.bench import STEPS_FOR_DRIFT, Run, machine_drift, median_step_seconds
-    from editspec.engine import Round
+    from editspec.bench import Run, machine_drift
+    from editspec.engine import PLAIN_STEPS_TO_MEASURE, Round, median_step_seconds
 
     plain = Run(tokens=[1] * 11, prefill_seconds=0.5, decode_seconds=1.0, step_seconds=0.1)  # 10 steps of 0.1 s
     rounds = [Round([], 0, None, None, 1, 0.4, opening=True)]  # the prefill: not a step
@@ -312,7 +344,7 @@ def test_the_machine_drift_sets_lookups_plain_steps_beside_plains_own():
     assert lookup.step_seconds == 0.12  # the median of the five steps
     assert machine_drift(lookup, plain) == 1.2
     assert machine_drift(lookup, None) is None
-    few = median_step_seconds(rounds[:STEPS_FOR_DRIFT])  # the prefill and four steps
+    few = median_step_seconds(rounds[:PLAIN_STEPS_TO_MEASURE])  # the prefill and four steps
     assert few is None
     no_steps = Run(tokens=[1] * 12, prefill_seconds=0.5, decode_seconds=1.2, drafted_lengths=[3])
     assert machine_drift(no_steps, plain) is None
