@@ -73,10 +73,12 @@ def _git_listed(root: Path) -> list[Path] | None:
     return [root / name for name in names if not any(part == ".git" for part in Path(name).parts)]
 
 
-def collect_files(roots: Iterable[Path], glob: str | None = None) -> list[Path]:
+def collect_files(roots: Iterable[Path], globs: Sequence[str] | str = ()) -> list[Path]:
     """Source files under the roots in a supported language, minus what git ignores (inside a work tree, git
     is asked; elsewhere the .gitignore files under the roots are read); links are never followed out of their
-    root, and a file reached twice (a link to a file of the tree, or two roots that overlap) is taken once."""
+    root, and a file reached twice (a link to a file of the tree, or two roots that overlap) is taken once.
+    `globs`: file patterns (a path under its root, or a name, matching any of them; none: every file)."""
+    globs = [globs] if isinstance(globs, str) else list(globs)
     found: list[Path] = []
     seen: dict[Path, int] = {}  # real path -> its place in `found`
     for root in roots:
@@ -105,7 +107,7 @@ def collect_files(roots: Iterable[Path], glob: str | None = None) -> list[Path]:
             real = path.resolve()
             if path.is_symlink() and root.is_dir() and base not in real.parents:
                 continue  # a link out of the tree: not ours to rewrite
-            if glob and not fnmatch.fnmatch(rel, glob) and not fnmatch.fnmatch(path.name, glob):
+            if globs and not any(fnmatch.fnmatch(rel, g) or fnmatch.fnmatch(path.name, g) for g in globs):
                 continue
             try:
                 language_for(path)

@@ -824,7 +824,12 @@ def print_bench(result: dict, methods) -> None:
     show_default=True,
     help="function name pattern (Class.method or name); repeat it to select what any of them matches",
 )
-@click.option("--glob", "glob", default=None, help="file pattern, e.g. '*.py' (default: every supported file)")
+@click.option(
+    "--glob",
+    "glob",
+    multiple=True,
+    help="file pattern, e.g. '*.py'; repeat it to take files any of them matches (default: every supported file)",
+)
 @click.option("--apply", "apply_", is_flag=True, help="write each file (atomically) once its functions are done")
 @click.option(
     "--patch",
@@ -932,7 +937,7 @@ def batch(
     key = run_key(
         instruction=instruction,
         select=select[0] if len(select) == 1 else list(select),  # one pattern: the key of earlier versions' state
-        glob=glob,
+        glob=(glob[0] if len(glob) == 1 else list(glob)) or None,  # none or one: the key of earlier versions' state
         apply=apply_,
         model=spec.model or "",
         roots=sorted(str(p.resolve()) for p in paths),

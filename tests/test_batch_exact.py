@@ -49,6 +49,20 @@ def test_the_patch_is_exactly_the_rewrites_and_applies(tmp_path, scripted_model,
         assert (tree / name).read_text() == widened(text), name
 
 
+def test_glob_repeated_takes_the_files_any_pattern_matches(tmp_path, scripted_model):
+    """`--glob '*.py' --glob '*.go'`: both kinds of file, not only the last pattern's (click keeps the last of an
+    option given twice unless it is declared repeatable)."""
+    tree = make_tree(tmp_path)
+    args = ["batch", str(tree), "-i", WIDEN, "-q", "--state", str(tmp_path / "s.json")]
+    result = CliRunner().invoke(main, [*args, "--glob", "*.py", "--glob", "*.go"])
+    assert result.exit_code == 0, result.output
+    assert sorted(line.split("/")[-1] for line in result.stdout.splitlines() if line.startswith("+++ ")) == [
+        "shapes.py",
+        "stack.go",
+    ]
+    assert "2 files: 2 rewritten" in result.stderr
+
+
 def scripted_batch(tree: Path, state: Path, *extra: str, delay: float = 0.0):
     command = [sys.executable, "-m", "tests.scripted_cli", "batch", str(tree), "-q", "--state", str(state)]
     env = dict(os.environ, EDITSPEC_SCRIPTED_DELAY=str(delay))
