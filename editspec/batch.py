@@ -176,6 +176,7 @@ class FileOutcome:
     functions: int = 0
     rewritten: int = 0
     failures: list[tuple[str, str]] = field(default_factory=list)  # (function, why)
+    notes: list[tuple[str, str]] = field(default_factory=list)  # (function, what to check): rewritten all the same
     diff: str = ""
     tokens: int = 0
     decode_seconds: float = 0.0
@@ -232,6 +233,8 @@ def rewrite_source(
             _notify(on_function, target.name, "failed", result.stats.generated_tokens)
             continue
         changed = result.new_text != current
+        if result.undefined_note():
+            outcome.notes.append((target.name, result.undefined_note()))
         current = result.new_text
         pending = [moved(t, result) for t in pending]
         outcome.rewritten += changed
@@ -316,7 +319,11 @@ class BatchState:
         expected = entry["sha_after"] if (apply and entry["status"] == "rewritten") else entry["sha_before"]
         if digest != expected:
             return None
-        entry = dict(entry, failures=[tuple(f) for f in entry.get("failures", [])])
+        entry = dict(
+            entry,
+            failures=[tuple(f) for f in entry.get("failures", [])],
+            notes=[tuple(n) for n in entry.get("notes", [])],
+        )
         return FileOutcome(**entry)
 
     def record(self, outcome: FileOutcome) -> None:

@@ -397,6 +397,8 @@ def print_notes(result, quiet: bool) -> None:
     name = result.target.name
     if result.left_out:
         err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
+    if result.undefined_note():
+        err.print(f"note: {result.undefined_note()}", highlight=False)
     look = result.second_look
     if look:
         err.print(
@@ -1112,6 +1114,8 @@ def print_batch_summary(outcomes, unreadable, total, applied, patch_path) -> Non
     )
     for path, name, why in failures[:20]:
         err.print(f"  failed: {path}: {name}: {why}", highlight=False, soft_wrap=True)
+    for path, name, note in [(o.path, name, note) for o in outcomes for name, note in o.notes][:20]:
+        err.print(f"  note: {path}: {name}: {note}", highlight=False, soft_wrap=True)
     for o in outcomes:
         if o.status == "skipped":
             err.print(f"  skipped: {o.path}: {o.reason}", highlight=False, soft_wrap=True)

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import prompts
+from . import names, prompts
 from .decoding import PREFIX_CACHE_MB, Decoder
 from .engine import Round, Stats
 from .locate import (
@@ -394,6 +394,7 @@ class RewriteResult:
     imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
     defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
+    undefined_names: list[str] = field(default_factory=list)  # Python: names it reads that nothing defines
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
@@ -420,6 +421,17 @@ class RewriteResult:
             line, col = self.errors[0]
             return f"the rewritten file does not parse (line {line}, column {col})"
         return None
+
+    def undefined_note(self) -> str | None:
+        """What to tell the user of names the rewrite reads that the file does not define: NameError when it runs
+        (written all the same: the check cannot see what a name stands for at run time)."""
+        if not self.undefined_names:
+            return None
+        listed = ", ".join(f"`{n}`" for n in self.undefined_names[:6])
+        return (
+            f"the new {self.target.name} uses {listed}, which the file does not define or import (nor does Python): "
+            "check it before running it"
+        )
 
     def unchanged_note(self) -> str | None:
         """What to tell the user of an answer that is the code as it was, even after any second look."""
@@ -449,6 +461,7 @@ class RewriteResult:
             "extra_definitions": self.extra_definitions,
             "helpers": self.helpers,
             "left_out": self.left_out,
+            "undefined_names": self.undefined_names,
             "imports": self.imports,
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
@@ -653,6 +666,7 @@ class Rewriter:
             imports_at = (len(new_text[:at].encode("utf-8")), block)
         else:
             imports_at = (0, "")
+        undefined = self._names_brought_in(job, new_text, new_region, start_char, imports_at[1]) if not errors else []
         return RewriteResult(
             source=job.source,
             language=spec.name,
@@ -673,7 +687,23 @@ class Rewriter:
             imports_at=imports_at,
             unchanged=written_back(dedent(job.region, job.indent), code, spec),
             defines_nothing=defines_nothing(dedent(job.region, job.indent), code, spec),
+            undefined_names=undefined,
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats, self.decoder.verify_seconds),
+        )
+
+    @staticmethod
+    def _names_brought_in(job: _Job, new_text: str, new_region: str, start_char: int, imports: str) -> list[str]:
+        """Python: the names the new code reads that nothing defines (see editspec.names); [] in other languages.
+        The region's lines before and after (imports the answer added go in above it)."""
+        if job.spec.name != "python":
+            return []
+        old_first = job.source.text.count("\n", 0, start_char) + 1
+        new_first = old_first + imports.count("\n")
+        return names.names_brought_in(
+            job.source.text,
+            (old_first, old_first + job.region.rstrip("\n").count("\n")),
+            new_text,
+            (new_first, new_first + new_region.rstrip("\n").count("\n")),
         )
 
     def _look_again(self, job: _Job, first: _Answer, generation, budget: int) -> RewriteResult | None:

@@ -477,12 +477,15 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             summary += " · a second look: the first answer was the function unchanged"
         elif result.unchanged_note():
             ls.show(result.unchanged_note(), types.MessageType.Info)
+        if result.undefined_note():
+            ls.show(result.undefined_note(), types.MessageType.Warning)
         return {
             "applied": True,
             "changed": result.changed,
             "edits": job.edits_sent,
             "target": target.name,
             "second_look": bool(result.second_look),
+            "undefined_names": result.undefined_names,
             "stats": s.summary(),
         }
     except EditorSilent as e:

@@ -63,6 +63,17 @@ def test_glob_repeated_takes_the_files_any_pattern_matches(tmp_path, scripted_mo
     assert "2 files: 2 rewritten" in result.stderr
 
 
+def test_a_function_that_reads_a_name_nothing_defines_is_rewritten_with_a_note(tmp_path, scripted_model):
+    tree = make_tree(tmp_path, ("shapes.py",))
+    undefined = scripted(("return total", "return rounded(total)"))
+    args = ["batch", str(tree), "-i", undefined, "-q", "--apply", "--state", str(tmp_path / "s.json")]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == 0, result.output
+    assert "return rounded(total)" in (tree / "shapes.py").read_text()
+    note = next(line for line in result.stderr.splitlines() if line.strip().startswith("note:"))
+    assert note.strip().startswith("note: ") and "shapes.py: total_area: the new total_area uses `rounded`" in note
+
+
 def scripted_batch(tree: Path, state: Path, *extra: str, delay: float = 0.0):
     command = [sys.executable, "-m", "tests.scripted_cli", "batch", str(tree), "-q", "--state", str(state)]
     env = dict(os.environ, EDITSPEC_SCRIPTED_DELAY=str(delay))

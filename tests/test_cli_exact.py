@@ -551,3 +551,18 @@ def test_stdin_and_stdout_on_one_file_is_named_as_the_shell_s_doing(tmp_path):
             timeout=60,
         )
     assert "same file" not in done.stderr and done.returncode == 4, done.stderr
+
+
+def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two):
+    """The answer parses, so it is written; but `clamp` is defined nowhere: NameError when it runs, which the user
+    is told (and --json says). A name the file imports gets no note."""
+    undefined = scripted(("    s = 0\n    for x in xs:\n        s = s + x\n    return s", "    return clamp(sum(xs))"))
+    result = CliRunner().invoke(main, ["rewrite", str(two), "-f", "total", "-i", undefined, "--apply"])
+    assert result.exit_code == 0, result.output
+    assert "return clamp(sum(xs))" in two.read_text()
+    assert "note: the new total uses `clamp`, which the file does not define or import" in result.stderr
+    as_json = CliRunner().invoke(
+        main, ["rewrite", str(two), "-f", "total", "-i", scripted(("clamp", "math.fsum")), "--json"]
+    )
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)["undefined_names"] == []

@@ -113,6 +113,16 @@ def test_second_look_forks_an_unchanged_answer_and_can_be_switched_off(make_clie
         assert "back unchanged" in shown["params"]["message"]
 
 
+def test_a_rewrite_reading_a_name_nothing_defines_is_applied_with_a_warning(make_client):
+    c = start(make_client)
+    result = rewrite(c, scripted(("return s", "return clamp(s)")))
+    assert result["applied"] is True and result["undefined_names"] == ["clamp"]
+    assert c.editor.text(URI) == HEAD + TOTAL.replace("return s", "return clamp(s)")
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert shown["params"]["type"] == 2 and "uses `clamp`" in shown["params"]["message"]  # 2: a warning
+    assert rewrite(c, scripted(("clamp(s)", "math.floor(s)")))["undefined_names"] == []  # math is imported
+
+
 def test_context_tokens_bound_the_file_context(make_client):
     prompts = []
     for tokens in (0, 256):

@@ -1,0 +1,80 @@
+"""Names a Python rewrite reads that nothing defines (editspec/names.py)."""
+
+from __future__ import annotations
+
+from editspec.names import names_brought_in
+
+FILE = (
+    "import os\n"
+    "from json import loads as parse\n"
+    "LIMIT = 10\n"
+    "\n"
+    "\n"
+    "def setup():\n"
+    "    global CONFIG\n"
+    "    CONFIG = {}\n"
+    "\n"
+    "\n"
+    "class Box:\n"
+    "    size = 3\n"
+    "\n"
+    "    def grow(self, n):\n"
+    "        return self.size + n\n"
+    "\n"
+    "\n"
+    "def total(xs):\n"
+    "    return sum(xs)\n"
+)
+TOTAL = (18, 19)  # total's lines
+GROW = (14, 15)
+
+
+def rewritten(old: str, new: str) -> tuple[str, tuple[int, int]]:
+    """The file with `old` replaced by `new`, and the replaced lines' span in the new file."""
+    start = FILE.index(old)
+    first = FILE.count("\n", 0, start) + 1
+    return FILE.replace(old, new), (first, first + new.rstrip("\n").count("\n"))
+
+
+def test_a_name_nothing_defines_is_reported_and_one_the_file_has_is_not():
+    text, lines = rewritten("    return sum(xs)\n", "    return clamp(sum(xs), LIMIT) + len(os.sep) + len(CONFIG)\n")
+    assert names_brought_in(FILE, TOTAL, text, (TOTAL[0], lines[1])) == ["clamp"]
+    # Imports (as another name too), builtins, the module's and a `global`'s assignments are defined.
+    text, lines = rewritten("    return sum(xs)\n", "    return parse(os.sep) or min(LIMIT, len(CONFIG))\n")
+    assert names_brought_in(FILE, TOTAL, text, (TOTAL[0], lines[1])) == []
+
+
+def test_a_helper_the_answer_writes_beside_it_defines_its_name():
+    helper = "def clamp(x, top):\n    return min(x, top)\n\n\n"
+    new = "def total(xs):\n    return clamp(sum(xs), LIMIT)\n"
+    text = FILE.replace("def total(xs):\n    return sum(xs)\n", helper + new)
+    first = TOTAL[0]
+    assert names_brought_in(FILE, TOTAL, text, (first, first + 5)) == []
+
+
+def test_a_method_reading_a_class_attribute_by_its_bare_name_is_reported():
+    text, _ = rewritten("        return self.size + n\n", "        return size + n\n")
+    assert names_brought_in(FILE, GROW, text, GROW) == ["size"]
+
+
+def test_names_the_code_read_undefined_before_are_not_the_rewrites():
+    old = FILE.replace("    return sum(xs)\n", "    return sum(xs) + OFFSET\n")
+    new = old.replace("sum(xs)", "sum(x for x in xs if x)")
+    assert names_brought_in(old, TOTAL, new, TOTAL) == []
+    # ... and inside a comprehension, a new undefined name still counts.
+    newer = old.replace("sum(xs)", "sum(x for x in xs if x > FLOOR)")
+    assert names_brought_in(old, TOTAL, newer, TOTAL) == ["FLOOR"]
+
+
+def test_nothing_is_reported_where_it_cannot_be_told():
+    star = "from math import *\n" + FILE
+    text = star.replace("    return sum(xs)\n", "    return floor(sum(xs))\n")
+    shifted = (TOTAL[0] + 1, TOTAL[1] + 1)
+    assert names_brought_in(star, shifted, text, shifted) == []  # floor may come from the star import
+    broken = FILE.replace("    return sum(xs)\n", "    return clamp(sum(xs)\n")
+    assert names_brought_in(FILE, TOTAL, broken, TOTAL) == []  # does not parse: the syntax check says so
+
+
+def test_other_definitions_of_the_file_are_not_the_rewrites_business():
+    old = FILE.replace("        return self.size + n\n", "        return self.size + n + MISSING\n")
+    assert names_brought_in(old, TOTAL, old, TOTAL) == []  # the undefined name is in grow, not in total
