@@ -5,8 +5,9 @@ rewrite brought in count: one the code used before is the file's business (set b
 
 Python's own scoping decides (`symtable`): a name a function reads that is neither its own nor an enclosing
 function's is looked up in the module, so a method reading a class attribute by its bare name counts too (it
-is NameError as well). Undecidable, so nothing is reported: a file that does `from m import *`, or that does not
-parse."""
+is NameError as well). A signature (decorators, defaults, annotations) is read where the definition stands:
+in the module, or in the class body for a method. Undecidable, so nothing is reported: a file that does
+`from m import *`, calls `globals()`, `vars()` or `exec`, or does not parse."""
 
 from __future__ import annotations
 
@@ -15,29 +16,39 @@ import builtins
 import symtable
 
 MODULE_DUNDERS = {"__file__", "__name__", "__doc__", "__builtins__", "__spec__", "__loader__", "__package__",
-                  "__path__", "__annotations__", "__dict__", "__debug__"}  # fmt: skip
+                  "__path__", "__annotations__", "__dict__", "__debug__", "__class__"}  # fmt: skip
+# Calls that can define module names no statement shows (`globals().update(Enum.__members__)`, as ssl and re do):
+# a file that makes one gets no note.
+INJECTS = {"globals", "vars", "exec"}
 BUILTINS = set(dir(builtins)) | MODULE_DUNDERS
 
 
-def _tables(text: str) -> symtable.SymbolTable | None:
-    """The module's symbol table, or None where names cannot be decided (no parse, a star import)."""
+def _tables(text: str) -> tuple[ast.Module, symtable.SymbolTable] | None:
+    """The module's syntax tree and symbol table, or None where names cannot be decided (no parse, a star
+    import, a call that can define names unseen)."""
     try:
         tree = ast.parse(text)
         top = symtable.symtable(text, "<file>", "exec")
     except (SyntaxError, ValueError):
         return None
-    star = any(isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names) for n in ast.walk(tree))
-    return None if star else top
+    for n in ast.walk(tree):
+        if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
+            return None
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in INJECTS:
+            return None
+    return tree, top
 
 
 def _module_names(top: symtable.SymbolTable) -> set[str]:
     """What the module defines: its own names (assigned, imported, def or class), and names a function declares
-    `global` and assigns."""
+    `global` and assigns or imports."""
     names = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
     stack = list(top.get_children())
     while stack:
         t = stack.pop()
-        names |= {s.get_name() for s in t.get_symbols() if s.is_declared_global() and s.is_assigned()}
+        names |= {
+            s.get_name() for s in t.get_symbols() if s.is_declared_global() and (s.is_assigned() or s.is_imported())
+        }
         stack.extend(t.get_children())
     return names
 
@@ -51,18 +62,86 @@ def _read_globals(top: symtable.SymbolTable, first_line: int, last_line: int) ->
         t, inside = stack.pop()
         inside = inside or first_line <= t.get_lineno() <= last_line
         if inside:
-            found |= {s.get_name() for s in t.get_symbols() if s.is_referenced() and s.is_global()}
+            # (Not is_local: Python 3.11's symtable takes any scope named "top" for the module's, and calls
+            # its parameters global.)
+            found |= {s.get_name() for s in t.get_symbols() if s.is_referenced() and s.is_global() and not s.is_local()}
         stack.extend((c, inside) for c in t.get_children())
+    return found
+
+
+NESTED_SCOPES = (ast.Lambda, ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _loaded(node: ast.AST) -> set[str]:
+    """The bare names an expression reads (not inside a lambda or comprehension of its own: their names are
+    theirs)."""
+    if isinstance(node, NESTED_SCOPES):
+        return set()
+    if isinstance(node, ast.Name):
+        return {node.id} if isinstance(node.ctx, ast.Load) else set()
+    return set().union(*(_loaded(child) for child in ast.iter_child_nodes(node)))
+
+
+def _class_body_names(cls: ast.ClassDef) -> set[str]:
+    names: set[str] = set()
+    for node in cls.body:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return names
+
+
+def _signature_reads(tree: ast.Module, first_line: int, last_line: int) -> set[str]:
+    """Names read by the signatures of definitions that start within the lines and stand in the module or in a
+    class: decorators, defaults, annotations (unless postponed by `from __future__ import annotations`), a
+    class's bases. Python evaluates them where the definition stands, so they are the module's (or the class
+    body's) reads, which a function's own scope does not show."""
+    postponed = any(
+        isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
+        for n in tree.body
+    )
+    found: set[str] = set()
+
+    def visit(body: list[ast.stmt], class_names: set[str]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                if first_line <= node.lineno <= last_line:
+                    parts: list[ast.AST] = list(node.decorator_list)
+                    if isinstance(node, ast.ClassDef):
+                        parts += [*node.bases, *(k.value for k in node.keywords)]
+                    else:
+                        a = node.args
+                        parts += [*a.defaults, *(d for d in a.kw_defaults if d is not None)]
+                        if not postponed:
+                            every = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
+                            parts += [x.annotation for x in every if x is not None and x.annotation is not None]
+                            parts += [node.returns] if node.returns is not None else []
+                    found.update(*(_loaded(p) - class_names for p in parts))
+                elif isinstance(node, ast.ClassDef):
+                    visit(node.body, class_names | _class_body_names(node))
+            elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                for field in ("body", "orelse", "finalbody"):  # if, try, with, for, while at this level
+                    visit(getattr(node, field, None) or [], class_names)
+                for handler in getattr(node, "handlers", None) or []:
+                    visit(handler.body, class_names)
+
+    visit(tree.body, set())
     return found
 
 
 def undefined(text: str, first_line: int, last_line: int) -> set[str] | None:
     """Names the code between the lines reads from the module that neither the module nor builtins define (None:
     cannot be told)."""
-    top = _tables(text)
-    if top is None:
+    tables = _tables(text)
+    if tables is None:
         return None
-    return _read_globals(top, first_line, last_line) - _module_names(top) - BUILTINS
+    tree, top = tables
+    reads = _read_globals(top, first_line, last_line) | _signature_reads(tree, first_line, last_line)
+    return reads - _module_names(top) - BUILTINS
 
 
 def names_brought_in(old_text: str, old_lines: tuple[int, int], new_text: str, new_lines: tuple[int, int]) -> list[str]:

@@ -78,3 +78,34 @@ def test_nothing_is_reported_where_it_cannot_be_told():
 def test_other_definitions_of_the_file_are_not_the_rewrites_business():
     old = FILE.replace("        return self.size + n\n", "        return self.size + n + MISSING\n")
     assert names_brought_in(old, TOTAL, old, TOTAL) == []  # the undefined name is in grow, not in total
+
+
+def test_a_signature_is_read_where_the_definition_stands():
+    """Annotations, defaults and decorators are evaluated when the `def` runs, in the module (or the class body):
+    `List` unimported fails at import time. A lambda's own parameter is its own; a class attribute is visible to a
+    method's signature; postponed annotations are never evaluated."""
+    hinted = "def total(xs: List[int], key=lambda v: v, sep=os.sep) -> Number:\n    return sum(xs)\n"
+    text, lines = rewritten("def total(xs):\n    return sum(xs)\n", hinted)
+    assert names_brought_in(FILE, TOTAL, text, lines) == ["List", "Number"]
+    decorated, lines = rewritten("def total(xs):\n", "@cached\ndef total(xs):\n")
+    assert names_brought_in(FILE, TOTAL, decorated, (TOTAL[0], TOTAL[1] + 1)) == ["cached"]
+    postponed = "from __future__ import annotations\n" + text
+    assert names_brought_in(FILE, TOTAL, postponed, (TOTAL[0] + 1, TOTAL[1] + 1)) == []
+    text, _ = rewritten("    def grow(self, n):\n", "    def grow(self, n: int = size) -> int:\n")
+    assert names_brought_in(FILE, GROW, text, GROW) == []  # `size` is the class body's, where this is read
+
+
+def test_what_python_defines_out_of_sight_is_not_reported():
+    """A function that declares a name global and imports it defines it; a file that calls globals(), vars() or
+    exec can define any name (the standard library's ssl and re do), so it gets no note; and a function named
+    `top`, which Python 3.11's symtable takes for the module, still has its parameters."""
+    lazy = FILE.replace("    global CONFIG\n", "    global CONFIG, json\n    import json\n")
+    text = lazy.replace("    return sum(xs)\n", "    return json.dumps(sum(xs))\n")
+    lines = (TOTAL[0] + 1, TOTAL[1] + 1)
+    assert names_brought_in(lazy, lines, text, lines) == []
+    magic = FILE + "globals().update(RED=1)\n"
+    text = magic.replace("    return sum(xs)\n", "    return sum(xs) + RED\n")
+    assert names_brought_in(magic, TOTAL, text, TOTAL) == []
+    named_top = FILE.replace("def total(xs):\n    return sum(xs)\n", "def top(xs, n):\n    return xs[:n]\n")
+    text = named_top.replace("return xs[:n]", "return sorted(xs)[:n] + spare")
+    assert names_brought_in(named_top, TOTAL, text, TOTAL) == ["spare"]
