@@ -29,7 +29,7 @@ def _tables(text: str) -> tuple[ast.Module, symtable.SymbolTable] | None:
     try:
         tree = ast.parse(text)
         top = symtable.symtable(text, "<file>", "exec")
-    except (SyntaxError, ValueError):
+    except (SyntaxError, ValueError, RecursionError, MemoryError):  # nested too deep for the parser: no note
         return None
     for n in ast.walk(tree):
         if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
@@ -140,7 +140,10 @@ def undefined(text: str, first_line: int, last_line: int) -> set[str] | None:
     if tables is None:
         return None
     tree, top = tables
-    reads = _read_globals(top, first_line, last_line) | _signature_reads(tree, first_line, last_line)
+    try:
+        reads = _read_globals(top, first_line, last_line) | _signature_reads(tree, first_line, last_line)
+    except RecursionError:  # an expression nested deeper than Python recurses: no note rather than no rewrite
+        return None
     return reads - _module_names(top) - BUILTINS
 
 

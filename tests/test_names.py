@@ -73,6 +73,8 @@ def test_nothing_is_reported_where_it_cannot_be_told():
     assert names_brought_in(star, shifted, text, shifted) == []  # floor may come from the star import
     broken = FILE.replace("    return sum(xs)\n", "    return clamp(sum(xs)\n")
     assert names_brought_in(FILE, TOTAL, broken, TOTAL) == []  # does not parse: the syntax check says so
+    deep = "def f(x=" + "+".join(["1"] * 20000) + "):\n    return x\n"  # deeper than Python's parser recurses
+    assert names_brought_in(deep, (1, 2), deep.replace("return x", "return y"), (1, 2)) == []
 
 
 def test_other_definitions_of_the_file_are_not_the_rewrites_business():
