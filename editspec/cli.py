@@ -687,7 +687,8 @@ def print_quality(result: dict, methods) -> None:
         if "second_looks" in s[m]:
             out.print(
                 f"{labels[m]}: {s[m]['second_looks']} answers from a second look ({s[m]['second_look_passes']} "
-                f"pass), {s[m]['written_back']} the code written back unchanged"
+                f"pass), {s[m]['written_back']} the code written back unchanged, {s[m]['undefined_names']} reading a "
+                "name nothing defines"
             )
     if "editspec" in methods:
         for r in s["editspec"]["refusals"]:
