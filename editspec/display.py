@@ -9,7 +9,7 @@ from rich.live import Live
 from rich.text import Text
 
 from .engine import Stats
-from .policy import opening_pass_seconds, speedup_figures
+from .policy import request_speedups
 from .rewrite import Piece, Progress
 
 ORIGIN_STYLES = {"copied": "green", "drafted": "cyan", "target": "bold yellow"}
@@ -54,8 +54,7 @@ class LiveProgress:
 
 def summary_line(stats: Stats) -> str:
     """Acceptance, tokens per pass, and the measured speed-up beside what the acceptance rate predicts for the
-    passes the request ran, by the verify costs it planned its drafts with (as `editspec bench` counts it). The
-    measured one sets the decoding's seconds beside as many plain steps as the request's own plain steps took."""
+    passes the request ran (see policy.request_speedups)."""
     parts = [
         f"{stats.generated_tokens} tokens",
         f"prefill {stats.prompt_tokens} tokens in {stats.prefill_seconds:.2f}s"
@@ -66,21 +65,7 @@ def summary_line(stats: Stats) -> str:
     if verified:
         parts.append(f"acceptance α={stats.acceptance_rate:.2f}")
     parts.append(f"{stats.tokens_per_pass:.2f} tokens/pass")
-    # Every token after the first, the opening copy's too, charged as a pass of its own (as `editspec bench` does).
-    # (The opening's charge is a planned cost: scaled to the plain steps measured, as the decoding's seconds are.)
-    verify_seconds, step = stats.verify_seconds, stats.plain_step_seconds
-    scale = step / verify_seconds[1] if step and verify_seconds and len(verify_seconds) > 1 else 1.0
-    seconds = stats.decode_seconds + scale * opening_pass_seconds(stats.opening_drafted, verify_seconds)
-    lengths = [len(r.drafted) for r in stats.rounds if not r.opening]
-    figures = speedup_figures(
-        stats.generated_tokens - 1,
-        seconds,
-        stats.acceptance_rate,
-        lengths,
-        verify_seconds,
-        stats.opening_drafted,
-        plain_step=step,
-    )
+    figures = request_speedups(stats)
     if figures:
         measured, predicted = figures
         parts.append(f"speed-up {measured:.2f}x over plain (α predicts {predicted:.2f}x for these draft lengths)")

@@ -115,6 +115,29 @@ def speedup_figures(
     return decoded * (plain_step or step) / decode_seconds, predicted
 
 
+def request_speedups(stats) -> tuple[float, float] | None:
+    """`speedup_figures` of one request (an engine.Stats), as `editspec rewrite`'s statistics line and the trace
+    page show them: every token after the first, the opening copy's too, charged as a pass of its own (as
+    `editspec bench` does), against the request's own plain steps (`Stats.plain_step_seconds`), by the verify
+    costs the request planned its drafts with. The opening's charge is a planned cost, scaled to the plain steps
+    measured as the decoding's seconds are."""
+    verify_seconds, step = stats.verify_seconds, stats.plain_step_seconds
+    if not verify_seconds or len(verify_seconds) < 2:
+        return None
+    scale = step / verify_seconds[1] if step else 1.0
+    seconds = stats.decode_seconds + scale * opening_pass_seconds(stats.opening_drafted, verify_seconds)
+    lengths = [len(r.drafted) for r in stats.rounds if not r.opening]
+    return speedup_figures(
+        stats.generated_tokens - 1,
+        seconds,
+        stats.acceptance_rate,
+        lengths,
+        verify_seconds,
+        stats.opening_drafted,
+        plain_step=step,
+    )
+
+
 class AdaptiveDraftLength:
     def __init__(self, verify_seconds: Sequence[float], draft_step_seconds: float = 0.0):
         """`verify_seconds[m]` is the cost of one target pass over m tokens (index 0 unused);

@@ -688,7 +688,7 @@ class Rewriter:
             unchanged=written_back(dedent(job.region, job.indent), code, spec),
             defines_nothing=defines_nothing(dedent(job.region, job.indent), code, spec),
             undefined_names=undefined,
-            trace=build_trace(self.backend, job.prompt, answer.tokens, stats, self.decoder.verify_seconds),
+            trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
         )
 
     @staticmethod
@@ -810,9 +810,7 @@ class Rewriter:
                 "logprob": round(fork.logprob, 3),
             }
             result.trace = forked_trace(
-                build_trace(
-                    self.backend, job.prompt + fork.forced, fork.tokens, fork.stats, self.decoder.verify_seconds
-                ),
+                build_trace(self.backend, job.prompt + fork.forced, fork.tokens, fork.stats),
                 self.backend,
                 fork.forced,
                 answer.origins[: len(fork.forced)],

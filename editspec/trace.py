@@ -14,8 +14,8 @@ import html
 import json
 from collections.abc import Sequence
 
-from .engine import Stats, mean_step_seconds
-from .policy import speedup_figures
+from .engine import Stats
+from .policy import request_speedups
 
 
 def _texts(backend, tokens: Sequence[int]) -> list[str]:
@@ -37,9 +37,7 @@ def _source_line(prompt_text: str, offsets: list[int], position: int, length: in
     }
 
 
-def build_trace(
-    backend, prompt: Sequence[int], output: Sequence[int], stats: Stats, verify_seconds: Sequence[float] | None
-) -> dict:
+def build_trace(backend, prompt: Sequence[int], output: Sequence[int], stats: Stats) -> dict:
     texts = _texts(backend, output)
     prompt_texts = _texts(backend, prompt)
     offsets = [0]
@@ -95,11 +93,7 @@ def build_trace(
         "prefill_seconds": stats.prefill_seconds,
         "decode_seconds": stats.decode_seconds,
     }
-    decoded = stats.generated_tokens - stats.prefill_output_tokens
-    lengths = [r["drafted"] for r in decode_rounds]
-    speedups = speedup_figures(
-        decoded, stats.decode_seconds, alpha, lengths, verify_seconds, plain_step=mean_step_seconds(stats.rounds)
-    )
+    speedups = request_speedups(stats)  # the statistics line's figures
     if speedups:
         figures["measured_speedup"], figures["predicted_speedup"] = speedups
     return {"tokens": tokens, "rounds": rounds, "figures": figures, "output": "".join(texts)}

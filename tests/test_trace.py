@@ -103,6 +103,17 @@ def test_one_span_per_token_and_they_spell_the_output(result, rewriter, backend)
         assert src["text"] in prompt
 
 
+def test_the_page_shows_the_speed_up_the_statistics_line_prints(result):
+    """The same request, the same figures: the trace page and `editspec rewrite`'s line both charge the opening copy
+    as a pass, count against the request's own plain steps, and plan with the costs the request planned with (the
+    page once left the opening out and took the decoder's costs as learning left them after the request)."""
+    from editspec.display import summary_line
+
+    f = result.trace["figures"]
+    line = summary_line(result.stats)
+    assert f"speed-up {f['measured_speedup']:.2f}x over plain (α predicts {f['predicted_speedup']:.2f}x" in line
+
+
 def test_trace_command_from_saved_json(tmp_path, result):
     saved = tmp_path / "result.json"
     saved.write_text(json.dumps(result.to_json()))
