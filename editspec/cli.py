@@ -221,7 +221,14 @@ def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = Fal
     multiple=True,
     help="name, or Class.method; repeat it to rewrite several functions of FILE in one go",
 )
-@click.option("--line", "-l", "line", metavar="N[:COL]", help="a line (and column) inside the definition")
+@click.option(
+    "--line",
+    "-l",
+    "line",
+    metavar="N[:COL]",
+    multiple=True,
+    help="a line (and column) inside the definition; repeat it for several definitions, as --function",
+)
 @click.option("--range", "byte_range", metavar="START:END", help="a byte range inside the definition")
 @click.option("--instruction", "-i", required=True, help="what to change")
 @click.option("--language", default=None, help="override the language guessed from the file name")
@@ -278,12 +285,12 @@ def rewrite(
         writable_target,
     )
 
-    chosen = [x for x in (function or None, line, byte_range) if x is not None]
+    chosen = [x for x in (function or None, line or None, byte_range) if x is not None]
     if len(chosen) != 1:
         fail("say which definition: exactly one of --function NAME, --line N[:COL] or --range START:END", EXIT_INPUT)
     if not instruction.strip():
         fail("the instruction is empty: say what to change", EXIT_INPUT)
-    position = parse_line(line)
+    positions = [parse_line(one) for one in line]
     try:
         if file == "-":
             clobbered = stdin_is_stdout()
@@ -302,19 +309,25 @@ def rewrite(
         spec = language_for(None if file == "-" else file, language)
         data = source.text.encode("utf-8")
         defs = definitions(data, spec)
-        if len(function) > 1:
+        several = len(function) > 1 or len(positions) > 1
+        if several:
+            option = "--function" if function else "--line"
             if file == "-":
-                fail("several --function need a file, not standard input", EXIT_INPUT)
-            targets = [find_by_name(defs, name) for name in function]
+                fail(f"several {option} need a file, not standard input", EXIT_INPUT)
+            if function:
+                targets = [find_by_name(defs, name) for name in function]
+            else:
+                targets = [find_at(defs, offset_of_line(data, *position)) for position in positions]
+            targets = list({(t.start, t.end): t for t in targets}.values())  # one definition given twice: once
             target = targets[0]
             for a in targets:
                 for b in targets:
                     if a is not b and a.start <= b.start and b.end <= a.end:
-                        fail(f"--function {b.name} is inside --function {a.name}: give one of them", EXIT_INPUT)
+                        fail(f"{b.name} is inside {a.name} (both given with {option}): give one of them", EXIT_INPUT)
         elif function:
             target = find_by_name(defs, function[0])
-        elif position:
-            target = find_at(defs, offset_of_line(data, *position))
+        elif positions:
+            target = find_at(defs, offset_of_line(data, *positions[0]))
         else:
             start, _, end = byte_range.partition(":")
             try:
@@ -333,7 +346,7 @@ def rewrite(
     # Prompt states on disk for the next `editspec rewrite`; not for a seeded run, which reads its whole prompt
     # so that the same seed writes the same text (a restored state's logits differ very slightly).
     decoder = load_decoder(decode, quiet, prompts_on_disk=decode.seed is None)
-    if len(function) > 1:
+    if several:
         opts = dict(force=force, quiet=quiet, as_json=as_json, show=show, apply=apply_, trace_path=trace_path)
         opts["second_look"] = not no_second_look
         rewrite_several(decoder, source, spec, targets, instruction, dict(opts, context_tokens=decode.context_tokens))

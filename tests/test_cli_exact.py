@@ -128,6 +128,23 @@ def test_several_functions_a_class_among_them(two):
     assert two.read_text() == expected
 
 
+def test_several_lines_rewrite_each_definition_there_as_several_functions_do(two):
+    """`-l 5 -l 10` rewrites the definitions at both lines (it rewrote only the last one given, silently); two
+    lines in one definition rewrite it once; a definition inside another given too is refused."""
+    widen = scripted(("return", "return  "), ("self.w, self.h", "self.w, self.h  "))
+    result = run(str(two), "-l", "5", "-l", "10", "-i", widen, "--apply")
+    assert result.exit_code == 0, result.output
+    assert two.read_text() == TWO.replace("self.w, self.h", "self.w, self.h  ").replace("return", "return  ")
+    two.write_text(TWO)
+    once = run(str(two), "-l", "10", "-l", "12", "-i", widen, "--apply")
+    assert once.exit_code == 0, once.output
+    assert two.read_text() == TWO.replace("return", "return  ")  # total, once (a second time would widen again)
+    nested = run(str(two), "-l", "4", "-l", "5", "-i", widen)
+    assert nested.exit_code == EXIT_INPUT and "Rect.__init__ is inside Rect (both given with --line)" in nested.output
+    piped = run("-", "--language", "python", "-l", "5", "-l", "10", "-i", "x", input=TWO)
+    assert piped.exit_code == EXIT_INPUT and "several --line need a file" in piped.output
+
+
 def test_several_functions_refuse_per_function_as_one_does(two):
     diff = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT)
     # No --apply: the diff of what would be written, a warning, and the exit --apply would give (for scripts).
