@@ -185,6 +185,21 @@ def parse_line(value: str | None) -> tuple[int, int] | None:
         raise click.BadParameter("expected N or N:COL, e.g. 42 or 42:8", param_hint="--line") from None
 
 
+def range_offsets(value: str, source) -> tuple[int, int]:
+    """`--range START:END`, byte offsets into the file as it is on disk, as offsets into the text the locator
+    reads (which has "\n" for each "\r\n")."""
+    start, _, end = value.partition(":")
+    try:
+        lo, hi = int(start), int(end or start)
+    except ValueError:
+        fail("--range takes START:END byte offsets, e.g. 120:180", EXIT_INPUT)
+    if lo > hi:
+        fail(f"--range {value} ends before it starts: give START:END with START <= END", EXIT_INPUT)
+    if not 0 <= lo <= hi <= len(source.raw):
+        fail(f"--range {value} is outside the file ({len(source.raw)} bytes)", EXIT_INPUT)
+    return lo - source.raw.count(b"\r\n", 0, lo), hi - source.raw.count(b"\r\n", 0, hi)
+
+
 def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = False):
     from .decoding import DecodeOptions, open_decoder
     from .display import PrepareBar
@@ -229,7 +244,13 @@ def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = Fal
     multiple=True,
     help="a line (and column) inside the definition; repeat it for several definitions, as --function",
 )
-@click.option("--range", "byte_range", metavar="START:END", help="a byte range inside the definition")
+@click.option(
+    "--range",
+    "byte_range",
+    metavar="START:END",
+    multiple=True,
+    help="a byte range inside the definition; repeat it for several definitions, as --function",
+)
 @click.option("--instruction", "-i", required=True, help="what to change")
 @click.option("--language", default=None, help="override the language guessed from the file name")
 @click.option("--apply", "apply_", is_flag=True, help="write the result into FILE (atomically)")
@@ -285,7 +306,7 @@ def rewrite(
         writable_target,
     )
 
-    chosen = [x for x in (function or None, line or None, byte_range) if x is not None]
+    chosen = [x for x in (function, line, byte_range) if x]
     if len(chosen) != 1:
         fail("say which definition: exactly one of --function NAME, --line N[:COL] or --range START:END", EXIT_INPUT)
     if not instruction.strip():
@@ -309,37 +330,22 @@ def rewrite(
         spec = language_for(None if file == "-" else file, language)
         data = source.text.encode("utf-8")
         defs = definitions(data, spec)
-        several = len(function) > 1 or len(positions) > 1
+        if function:
+            option, targets = "--function", [find_by_name(defs, name) for name in function]
+        elif positions:
+            option, targets = "--line", [find_at(defs, offset_of_line(data, *position)) for position in positions]
+        else:
+            option, targets = "--range", [find_at(defs, *range_offsets(one, source)) for one in byte_range]
+        several = len(function or positions or byte_range) > 1
         if several:
-            option = "--function" if function else "--line"
             if file == "-":
                 fail(f"several {option} need a file, not standard input", EXIT_INPUT)
-            if function:
-                targets = [find_by_name(defs, name) for name in function]
-            else:
-                targets = [find_at(defs, offset_of_line(data, *position)) for position in positions]
             targets = list({(t.start, t.end): t for t in targets}.values())  # one definition given twice: once
-            target = targets[0]
             for a in targets:
                 for b in targets:
                     if a is not b and a.start <= b.start and b.end <= a.end:
                         fail(f"{b.name} is inside {a.name} (both given with {option}): give one of them", EXIT_INPUT)
-        elif function:
-            target = find_by_name(defs, function[0])
-        elif positions:
-            target = find_at(defs, offset_of_line(data, *positions[0]))
-        else:
-            start, _, end = byte_range.partition(":")
-            try:
-                lo, hi = int(start), int(end or start)
-            except ValueError:
-                fail("--range takes START:END byte offsets, e.g. 120:180", EXIT_INPUT)
-            if lo > hi:
-                fail(f"--range {byte_range} ends before it starts: give START:END with START <= END", EXIT_INPUT)
-            if not 0 <= lo <= hi <= len(source.raw):
-                fail(f"--range {byte_range} is outside the file ({len(source.raw)} bytes)", EXIT_INPUT)
-            # Offsets into the file's own bytes; the text the locator sees has "\n" for each "\r\n".
-            target = find_at(defs, lo - source.raw.count(b"\r\n", 0, lo), hi - source.raw.count(b"\r\n", 0, hi))
+        target = targets[0]
     except (RewriteError, LocateError) as e:
         fail(str(e), EXIT_INPUT)
 

@@ -129,8 +129,9 @@ def test_several_functions_a_class_among_them(two):
 
 
 def test_several_lines_rewrite_each_definition_there_as_several_functions_do(two):
-    """`-l 5 -l 10` rewrites the definitions at both lines (it rewrote only the last one given, silently); two
-    lines in one definition rewrite it once; a definition inside another given too is refused."""
+    """`-l 5 -l 10` rewrites the definitions at both lines (it rewrote only the last one given, silently), and so
+    do two `--range`; two lines in one definition rewrite it once; a definition inside another given too is
+    refused."""
     widen = scripted(("return", "return  "), ("self.w, self.h", "self.w, self.h  "))
     result = run(str(two), "-l", "5", "-l", "10", "-i", widen, "--apply")
     assert result.exit_code == 0, result.output
@@ -143,6 +144,12 @@ def test_several_lines_rewrite_each_definition_there_as_several_functions_do(two
     assert nested.exit_code == EXIT_INPUT and "Rect.__init__ is inside Rect (both given with --line)" in nested.output
     piped = run("-", "--language", "python", "-l", "5", "-l", "10", "-i", "x", input=TWO)
     assert piped.exit_code == EXIT_INPUT and "several --line need a file" in piped.output
+    # --range likewise: byte ranges inside __init__ and total.
+    init, total = TWO.index("self.w, self.h"), TWO.index("return s")
+    two.write_text(TWO)
+    ranges = run(str(two), "--range", f"{init}:{init + 3}", "--range", f"{total}:{total}", "-i", widen, "--apply")
+    assert ranges.exit_code == 0, ranges.output
+    assert two.read_text() == TWO.replace("self.w, self.h", "self.w, self.h  ").replace("return", "return  ")
 
 
 def test_several_functions_refuse_per_function_as_one_does(two):
