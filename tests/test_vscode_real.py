@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from editspec.names import names_brought_in
+
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = ROOT / "extension" / "vscode"
 TOOLS = Path(
@@ -163,6 +165,11 @@ class CodeServer:
 def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     expected = cli_result(tmp_path, INSTRUCTION)
     assert expected != CODE
+    # Names the rewrite reads that nothing defines (`tiny` drops `count = len(values)`): the server warns.
+    first = CODE.splitlines().index("def describe(values):") + 1
+    old_lines = (first, CODE.splitlines().index("    return text") + 1)
+    new_lines = (first, expected.splitlines().index("", first))  # up to the blank line after the function
+    undefined = names_brought_in(CODE, old_lines, expected, new_lines)
     workspace = tmp_path / "workspace"
     workspace.mkdir()
     source = workspace / "stats.py"
@@ -184,6 +191,7 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
             EDITSPEC_E2E_INSTRUCTION=INSTRUCTION,
             EDITSPEC_E2E_CANCEL_INSTRUCTION=CANCEL_INSTRUCTION,
             EDITSPEC_E2E_TYPED=TYPED,
+            EDITSPEC_E2E_WARNING=",".join(undefined),
             EDITSPEC_E2E_OUT=str(out),
             EDITSPEC_E2E_CHROMIUM=CHROMIUM,
             EDITSPEC_E2E_PLAYWRIGHT=str(PLAYWRIGHT),
@@ -208,6 +216,8 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     assert report["states"][-1].rstrip("\n") == expected.rstrip("\n")
     assert report["afterRewrite"] == expected
     assert (out / "mid-rewrite.png").stat().st_size > 10_000
+    for name in undefined:  # shown to the user as VS Code shows a server's warning
+        assert report["warning"] and f"`{name}`" in report["warning"], report["warning"]
     # 2. One undo gives the original back.
     assert report["afterUndo"] == CODE
     # 3. Cancel, pressed after the function had started to change, puts it back.

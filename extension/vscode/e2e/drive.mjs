@@ -75,7 +75,12 @@ async function askRewrite(page, instruction) {
   await page.keyboard.press("Enter");
 }
 
-const progressShown = (page) => page.locator(".notifications-toasts .notification-toast", { hasText: "EditSpec" }).count();
+// A rewrite's progress notification: EditSpec's toast with a Cancel button. Not a message the server showed (a
+// warning that the new code reads a name nothing defines stays up until dismissed, and is no rewrite running).
+const progressShown = (page) =>
+  page.locator(".notifications-toasts .notification-toast", { hasText: "EditSpec" })
+    .filter({ has: page.locator(".monaco-button", { hasText: "Cancel" }) })
+    .count();
 
 /** The editor's text once a running rewrite has changed it, or "finished" if it ended first. */
 async function firstStreamedEdit(page, original) {
@@ -219,6 +224,15 @@ try {
   }
   const afterRewrite = await savedText(page);
   log("rewrite done", { states: states.length, seconds: (Date.now() - started) / 1000 });
+  // The server's warning when the new code reads a name nothing defines (EDITSPEC_E2E_WARNING: the name the test
+  // expects, empty for none): the toast's text, or null if none came within 10 s.
+  const expectWarning = process.env.EDITSPEC_E2E_WARNING || "";
+  const warning = expectWarning
+    ? await waitFor("the undefined-name warning", async () => {
+        const toasts = page.locator(".notifications-toasts .notification-toast", { hasText: "does not define" });
+        return (await toasts.count()) ? toasts.first().innerText() : null;
+      }, 10000, 100).catch(() => null)
+    : null;
 
   // 2. One undo gives the original file back.
   await page.keyboard.press("Control+Z");
@@ -322,6 +336,7 @@ try {
     original: originalOnDisk,
     states,
     afterRewrite,
+    warning,
     afterUndo,
     afterCancel,
     cancelledMidway: changedBeforeCancel !== "finished",
