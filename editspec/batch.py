@@ -226,7 +226,7 @@ def rewrite_source(
         # As many plain steps as it decoded tokens, each what this rewrite's own plain steps took (see Stats); none
         # without speculation (nothing planned: it is plain decoding).
         if result.stats.verify_seconds:
-            outcome.plain_estimate_seconds += max(decoded, 0) * (result.stats.plain_step_seconds or 0.0)
+            outcome.plain_estimate_seconds += max(decoded, 0) * result.stats.plain_step_seconds
         problem = result.problem()
         if problem:
             outcome.failures.append((target.name, problem))

@@ -175,9 +175,7 @@ def decode_options(f):
     return f
 
 
-def parse_line(value: str | None) -> tuple[int, int] | None:
-    if value is None:
-        return None
+def parse_line(value: str) -> tuple[int, int]:
     line, _, col = value.partition(":")
     try:
         return int(line), int(col) if col else 1

@@ -122,13 +122,6 @@ def median_step_seconds(rounds: Sequence[Round]) -> float | None:
     return median_step(plain_steps(rounds))
 
 
-def mean_step_seconds(rounds: Sequence[Round]) -> float | None:
-    """The mean seconds of a request's plain steps (None: too few): what plain decoding's steps would have taken
-    on average meanwhile, its slow spells included (the median leaves those out, and so reads it faster)."""
-    steps = plain_steps(rounds)
-    return statistics.fmean(steps) if len(steps) >= PLAIN_STEPS_TO_MEASURE else None
-
-
 @dataclass
 class Stats:
     prompt_tokens: int = 0
@@ -153,10 +146,13 @@ class Stats:
 
     @property
     def plain_step_seconds(self) -> float | None:
-        """What a step of plain decoding cost during this request: the mean of its own plain steps, measured;
-        with too few of them, the step it planned with (None: neither)."""
-        measured = mean_step_seconds(self.rounds)
-        return measured or (self.verify_seconds[1] if self.verify_seconds and len(self.verify_seconds) > 1 else None)
+        """What a step of plain decoding cost during this request: the mean of its own plain steps, measured (its
+        slow spells included, as plain decoding would have had them; a median reads it faster); with too few of
+        them, the step it planned with (None: neither)."""
+        steps = plain_steps(self.rounds)
+        if len(steps) >= PLAIN_STEPS_TO_MEASURE:
+            return statistics.fmean(steps)
+        return self.verify_seconds[1] if self.verify_seconds and len(self.verify_seconds) > 1 else None
 
     @property
     def acceptance_rate(self) -> float:

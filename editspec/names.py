@@ -123,7 +123,7 @@ def _signature_reads(tree: ast.Module, first_line: int, last_line: int) -> set[s
                     found.update(*(_loaded(p) - class_names for p in parts))
                 elif isinstance(node, ast.ClassDef):
                     visit(node.body, class_names | _class_body_names(node))
-            elif not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            else:
                 for field in ("body", "orelse", "finalbody"):  # if, try, with, for, while at this level
                     visit(getattr(node, field, None) or [], class_names)
                 for handler in getattr(node, "handlers", None) or []:

@@ -89,14 +89,14 @@ def speedup_figures(
     acceptance_rate: float,
     drafted_lengths: Sequence[int],
     verify_seconds,
-    opening_drafted: int = 0,
-    plain_step: float | None = None,
+    opening_drafted: int,
+    plain_step: float,
 ) -> tuple[float, float] | None:
     """(measured, predicted) speed-up over plain decoding of `decoded` tokens made in `decode_seconds`.
 
-    Measured against one plain step per token: `plain_step` (what a plain step took while the request ran, its own
-    plain steps' mean), else the planned `verify_seconds[1]` (a machine running faster or slower than it was
-    calibrated turns that into a speed-up that is not there, or a loss). Predicted from the acceptance rate α alone,
+    Measured against one plain step per token, `plain_step` (what a plain step took while the request ran: against
+    the planned `verify_seconds[1]` instead, a machine running faster or slower than it was calibrated would show
+    a speed-up that is not there, or a loss). Predicted from the acceptance rate α alone,
     for the passes the request ran (`drafted_lengths`: per pass, how many drafts it verified, 0 for a plain step): a
     pass verifying k drafts makes (1 - α^(k+1)) / (1 - α) tokens on average and costs `verify_seconds[k + 1]`. An
     opening copy verified within the prefill (`opening_drafted` tokens, charged as a pass over as many, as `editspec
@@ -112,7 +112,7 @@ def speedup_figures(
         seconds += verify_seconds[min(opening_drafted, top)]
     step = verify_seconds[1]
     predicted = tokens * step / seconds if seconds > 0 else 1.0
-    return decoded * (plain_step or step) / decode_seconds, predicted
+    return decoded * plain_step / decode_seconds, predicted
 
 
 def request_speedups(stats) -> tuple[float, float] | None:
@@ -122,10 +122,11 @@ def request_speedups(stats) -> tuple[float, float] | None:
     costs the request planned its drafts with. The opening's charge is a planned cost, scaled to the plain steps
     measured as the decoding's seconds are."""
     verify_seconds, step = stats.verify_seconds, stats.plain_step_seconds
-    if not verify_seconds or len(verify_seconds) < 2:
+    if not verify_seconds or len(verify_seconds) < 2 or step is None:  # nothing planned: plain decoding
         return None
-    scale = step / verify_seconds[1] if step else 1.0
-    seconds = stats.decode_seconds + scale * opening_pass_seconds(stats.opening_drafted, verify_seconds)
+    seconds = stats.decode_seconds + step / verify_seconds[1] * opening_pass_seconds(
+        stats.opening_drafted, verify_seconds
+    )
     lengths = [len(r.drafted) for r in stats.rounds if not r.opening]
     return speedup_figures(
         stats.generated_tokens - 1,
