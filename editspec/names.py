@@ -82,20 +82,21 @@ def _loaded(node: ast.AST) -> set[str]:
     return set().union(*(_loaded(child) for child in ast.iter_child_nodes(node)))
 
 
-def _class_body_names(cls: ast.ClassDef) -> set[str]:
-    names: set[str] = set()
-    for node in cls.body:
-        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
-            names.add(node.name)
-        elif isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
-            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
-            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
-        elif isinstance(node, ast.Import | ast.ImportFrom):
-            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
-    return names
+def _class_bodies(top: symtable.SymbolTable) -> dict[tuple[str, int], set[str]]:
+    """Per class (name, line of its `class`): the names its body binds, however (under an `if`, a `try`, a `for`,
+    a `with`, an import, a walrus), as Python's own scoping sees them."""
+    found: dict[tuple[str, int], set[str]] = {}
+    stack = list(top.get_children())
+    while stack:
+        t = stack.pop()
+        if t.get_type() == "class":
+            bound = {s.get_name() for s in t.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+            found[(t.get_name(), t.get_lineno())] = bound
+        stack.extend(t.get_children())
+    return found
 
 
-def _signature_reads(tree: ast.Module, first_line: int, last_line: int) -> set[str]:
+def _signature_reads(tree: ast.Module, top: symtable.SymbolTable, first_line: int, last_line: int) -> set[str]:
     """Names read by the signatures of definitions that start within the lines and stand in the module or in a
     class: decorators, defaults, annotations (unless postponed by `from __future__ import annotations`), a
     class's bases. Python evaluates them where the definition stands, so they are the module's (or the class
@@ -105,6 +106,7 @@ def _signature_reads(tree: ast.Module, first_line: int, last_line: int) -> set[s
         for n in tree.body
     )
     found: set[str] = set()
+    bodies = _class_bodies(top)
 
     def visit(body: list[ast.stmt], class_names: set[str]) -> None:
         for node in body:
@@ -122,7 +124,8 @@ def _signature_reads(tree: ast.Module, first_line: int, last_line: int) -> set[s
                             parts += [node.returns] if node.returns is not None else []
                     found.update(*(_loaded(p) - class_names for p in parts))
                 elif isinstance(node, ast.ClassDef):
-                    visit(node.body, class_names | _class_body_names(node))
+                    # Its own body's names only: a class body does not see an enclosing class's.
+                    visit(node.body, bodies.get((node.name, node.lineno), set()))
             else:
                 for field in ("body", "orelse", "finalbody"):  # if, try, with, for, while at this level
                     visit(getattr(node, field, None) or [], class_names)
@@ -141,7 +144,7 @@ def undefined(text: str, first_line: int, last_line: int) -> set[str] | None:
         return None
     tree, top = tables
     try:
-        reads = _read_globals(top, first_line, last_line) | _signature_reads(tree, first_line, last_line)
+        reads = _read_globals(top, first_line, last_line) | _signature_reads(tree, top, first_line, last_line)
     except RecursionError:  # an expression nested deeper than Python recurses: no note rather than no rewrite
         return None
     return reads - _module_names(top) - BUILTINS

@@ -111,3 +111,47 @@ def test_what_python_defines_out_of_sight_is_not_reported():
     named_top = FILE.replace("def total(xs):\n    return sum(xs)\n", "def top(xs, n):\n    return xs[:n]\n")
     text = named_top.replace("return xs[:n]", "return sorted(xs)[:n] + spare")
     assert names_brought_in(named_top, TOTAL, text, TOTAL) == ["spare"]
+
+
+def test_a_method_signature_sees_every_name_its_class_body_binds():
+    """Python evaluates a method's defaults and annotations in the class body, so whatever binds a name there
+    (under an `if`, a `try`, a `for`, a `with`, a walrus) defines it for the signature; a name bound only in
+    another method does not."""
+    old = (
+        "import sys\n"
+        "\n"
+        "\n"
+        "class Units:\n"
+        "    if sys.platform == 'win32':\n"
+        "        unit = 'pt'\n"
+        "    else:\n"
+        "        unit = 'px'\n"
+        "    try:\n"
+        "        from decimal import Decimal as Exact\n"
+        "    except ImportError:\n"
+        "        Exact = float\n"
+        "    for scale in (1, 2):\n"
+        "        pass\n"
+        "    with open(__file__) as source:\n"
+        "        pass\n"
+        "    limit = (depth := 3)\n"
+        "\n"
+        "    def other(self):\n"
+        "        hidden = 1\n"
+        "        return hidden\n"
+        "\n"
+        "    def show(self, n):\n"
+        "        return n\n"
+    )
+    lines = (22, 23)
+    new = old.replace(
+        "    def show(self, n):\n",
+        "    def show(self, n: Exact = scale, u=unit, s=source, d=depth, h=hidden) -> str:\n",
+    )
+    assert names_brought_in(old, lines, new, lines) == ["hidden"]
+
+
+def test_a_nested_class_body_does_not_see_its_enclosing_class():
+    old = "class Outer:\n    size = 3\n\n    class Inner:\n        def grow(self, n):\n            return n\n"
+    new = old.replace("def grow(self, n):", "def grow(self, n=size):")
+    assert names_brought_in(old, (5, 6), new, (5, 6)) == ["size"]
