@@ -73,12 +73,11 @@ def _git_listed(root: Path) -> list[Path] | None:
     return [root / name for name in names if not any(part == ".git" for part in Path(name).parts)]
 
 
-def collect_files(roots: Iterable[Path], globs: Sequence[str] | str = ()) -> list[Path]:
+def collect_files(roots: Iterable[Path], globs: Sequence[str] = ()) -> list[Path]:
     """Source files under the roots in a supported language, minus what git ignores (inside a work tree, git
     is asked; elsewhere the .gitignore files under the roots are read); links are never followed out of their
     root, and a file reached twice (a link to a file of the tree, or two roots that overlap) is taken once.
     `globs`: file patterns (a path under its root, or a name, matching any of them; none: every file)."""
-    globs = [globs] if isinstance(globs, str) else list(globs)
     found: list[Path] = []
     seen: dict[Path, int] = {}  # real path -> its place in `found`
     for root in roots:

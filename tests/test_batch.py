@@ -37,7 +37,7 @@ def test_collect_respects_gitignore_globs_and_links(tmp_path):
     found = sorted(p.relative_to(tmp_path).as_posix() for p in collect_files([tmp_path]))
     assert found == ["other.py", "src/shapes.py", "stack.go"]  # ... but a file is taken once, by its own name
     assert collect_files([tmp_path / "src", tmp_path / "src" / "shapes.py"]) == [tmp_path / "src" / "shapes.py"]
-    assert [p.name for p in collect_files([tmp_path], "*.go")] == ["stack.go"]
+    assert [p.name for p in collect_files([tmp_path], ["*.go"])] == ["stack.go"]
     # Several patterns: a file any of them matches, by its path under the root or by its name.
     both = collect_files([tmp_path], ["*.go", "src/*.py"])
     assert sorted(p.relative_to(tmp_path).as_posix() for p in both) == ["src/shapes.py", "stack.go"]
