@@ -335,7 +335,7 @@ CODER_CHUNK_SHA256 = (
 MODELS: dict[str, ShippedModel | AssembledModel | ConvertedModel] = {
     "coder": AssembledModel(
         name="coder",
-        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: the default, an editor that can edit",
+        description="Qwen2.5-Coder-1.5B-Instruct Q4_K_M: an instruct model that can edit code",
         licence="Apache-2.0",
         filename="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf",
         total_size=1_117_320_768,
