@@ -232,8 +232,8 @@ def rewrite_source(
             _notify(on_function, target.name, "failed", result.stats.generated_tokens)
             continue
         changed = result.new_text != current
-        if result.undefined_note():
-            outcome.notes.append((target.name, result.undefined_note()))
+        for warning in result.warnings():
+            outcome.notes.append((target.name, warning))
         current = result.new_text
         pending = [moved(t, result) for t in pending]
         outcome.rewritten += changed

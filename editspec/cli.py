@@ -414,8 +414,8 @@ def print_notes(result, quiet: bool) -> None:
     name = result.target.name
     if result.left_out:
         err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
-    if result.undefined_note():
-        err.print(f"note: {result.undefined_note()}", highlight=False)
+    for warning in result.warnings():
+        err.print(f"note: {warning}", highlight=False)
     look = result.second_look
     if look:
         err.print(
@@ -705,7 +705,8 @@ def print_quality(result: dict, methods) -> None:
             out.print(
                 f"{labels[m]}: {s[m]['second_looks']} answers from a second look ({s[m]['second_look_passes']} "
                 f"pass), {s[m]['written_back']} the code written back unchanged, {s[m]['undefined_names']} reading a "
-                "name nothing defines"
+                f"name nothing defines, {s[m]['bad_calls']} calling the file's functions with arguments they "
+                "do not take"
             )
     if "editspec" in methods:
         for r in s["editspec"]["refusals"]:

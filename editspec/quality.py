@@ -165,6 +165,7 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path,
             written_back=result.unchanged,  # the answer is the code as it was (after any second look)
             imports=result.imports,  # import statements the answer added to the file's imports
             undefined_names=result.undefined_names,  # names it reads that nothing defines (the rewrite's note)
+            bad_calls=result.bad_calls,  # calls of the file's own functions they cannot take (the rewrite's note)
         )
         apply_rewrite(result)
     except ResultRefused as e:
@@ -306,6 +307,7 @@ def summarize(cases: list[dict], methods: tuple[str, ...]) -> dict:
             summary[m]["second_look_passes"] = sum(1 for r in looked if r["status"] == "pass")
             summary[m]["written_back"] = sum(1 for r in runs if r.get("written_back"))
             summary[m]["undefined_names"] = sum(1 for r in runs if r.get("undefined_names"))
+            summary[m]["bad_calls"] = sum(1 for r in runs if r.get("bad_calls"))
     if "editspec" in methods and "plain" in methods:
         differ = [c["case"] for c in cases if (c["editspec"]["status"] == "pass") != (c["plain"]["status"] == "pass")]
         summary["speculative_vs_plain_pass_differs"] = differ

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import names, prompts
+from . import calls, names, prompts
 from .decoding import PREFIX_CACHE_MB, Decoder
 from .engine import Round, Stats
 from .locate import (
@@ -395,6 +395,7 @@ class RewriteResult:
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
     defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
     undefined_names: list[str] = field(default_factory=list)  # Python: names it reads that nothing defines
+    bad_calls: list[str] = field(default_factory=list)  # Python: calls of the file's own functions they cannot take
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
@@ -433,6 +434,22 @@ class RewriteResult:
             "check it before running it"
         )
 
+    def calls_note(self) -> str | None:
+        """What to tell the user of calls in the new file that the called function's signature cannot take:
+        TypeError when they run (written all the same: a caller elsewhere may be next to rewrite)."""
+        if not self.bad_calls:
+            return None
+        listed = "; ".join(self.bad_calls[:4]) + ("; ..." if len(self.bad_calls) > 4 else "")
+        return (
+            f"after this rewrite of {self.target.name}, the file calls its own functions with arguments they do not "
+            f"take ({listed}): check the calls before running it"
+        )
+
+    def warnings(self) -> list[str]:
+        """The notes on code that parses but will fail when it runs (names nothing defines, calls that do not
+        fit), as the CLI, batch mode and the language server show them."""
+        return [note for note in (self.undefined_note(), self.calls_note()) if note]
+
     def unchanged_note(self) -> str | None:
         """What to tell the user of an answer that is the code as it was, even after any second look."""
         if self.unchanged and not self.second_look and self.problem() is None:
@@ -462,6 +479,7 @@ class RewriteResult:
             "helpers": self.helpers,
             "left_out": self.left_out,
             "undefined_names": self.undefined_names,
+            "bad_calls": self.bad_calls,
             "imports": self.imports,
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
@@ -667,6 +685,11 @@ class Rewriter:
         else:
             imports_at = (0, "")
         undefined = self._names_brought_in(job, new_text, new_region, start_char, imports_at[1]) if not errors else []
+        bad_calls = (
+            [m.text() for m in calls.calls_brought_in(job.source.text, new_text)]
+            if spec.name == "python" and not errors
+            else []
+        )
         return RewriteResult(
             source=job.source,
             language=spec.name,
@@ -688,6 +711,7 @@ class Rewriter:
             unchanged=written_back(dedent(job.region, job.indent), code, spec),
             defines_nothing=defines_nothing(dedent(job.region, job.indent), code, spec),
             undefined_names=undefined,
+            bad_calls=bad_calls,
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
         )
 

@@ -477,8 +477,8 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             summary += " · a second look: the first answer was the function unchanged"
         elif result.unchanged_note():
             ls.show(result.unchanged_note(), types.MessageType.Info)
-        if result.undefined_note():
-            ls.show(result.undefined_note(), types.MessageType.Warning)
+        for warning in result.warnings():
+            ls.show(warning, types.MessageType.Warning)
         return {
             "applied": True,
             "changed": result.changed,
@@ -486,6 +486,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "target": target.name,
             "second_look": bool(result.second_look),
             "undefined_names": result.undefined_names,
+            "bad_calls": result.bad_calls,
             "stats": s.summary(),
         }
     except EditorSilent as e:

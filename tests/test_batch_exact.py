@@ -74,6 +74,20 @@ def test_a_function_that_reads_a_name_nothing_defines_is_rewritten_with_a_note(t
     assert note.strip().startswith("note: ") and "shapes.py: total_area: the new total_area uses `rounded`" in note
 
 
+def test_a_function_whose_calls_no_longer_fit_is_rewritten_with_a_note(tmp_path, scripted_model):
+    tree = make_tree(tmp_path, ("shapes.py",))
+    shapes = tree / "shapes.py"
+    shapes.write_text(shapes.read_text() + "\n\nprint(total_area([]))\n")
+    narrowed = scripted(("def total_area(shapes):", "def total_area(shapes, unit):"))
+    state = str(tmp_path / "s.json")
+    result = CliRunner().invoke(main, ["batch", str(tree), "-i", narrowed, "-q", "--apply", "--state", state])
+    assert result.exit_code == 0, result.output
+    assert "def total_area(shapes, unit):" in shapes.read_text()
+    notes = " ".join(result.stderr.split())
+    assert "shapes.py: total_area: after this rewrite of total_area, the file calls its own functions" in notes
+    assert "total_area(...) gets no `unit`" in notes
+
+
 def scripted_batch(tree: Path, state: Path, *extra: str, delay: float = 0.0):
     command = [sys.executable, "-m", "tests.scripted_cli", "batch", str(tree), "-q", "--state", str(state)]
     env = dict(os.environ, EDITSPEC_SCRIPTED_DELAY=str(delay))

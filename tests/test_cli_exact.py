@@ -577,6 +577,25 @@ def test_stdin_and_stdout_on_one_file_is_named_as_the_shell_s_doing(tmp_path):
     assert "same file" not in done.stderr and done.returncode == 4, done.stderr
 
 
+def test_a_rewrite_whose_new_signature_the_file_s_calls_do_not_fit_is_written_with_a_note(tmp_path, scripted_model):
+    """editspec rewrites one definition, not its callers: a new required parameter leaves the file's call to it
+    short (TypeError when it runs), which the user is told (and --json says)."""
+    path = tmp_path / "called.py"
+    path.write_text(TWO + "\n\nprint(total([1, 2]))\n")
+    start = scripted(("def total(xs):", "def total(xs, start):"))
+    result = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", start, "--apply"])
+    assert result.exit_code == 0, result.output
+    assert "def total(xs, start):" in path.read_text()
+    assert (
+        "note: after this rewrite of total, the file calls its own functions with arguments they do not take "
+        "(line 16: total(...) gets no `start`)" in " ".join(result.stderr.split())
+    )
+    defaulted = scripted(("def total(xs, start):", "def total(xs, start=0):"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", defaulted, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)["bad_calls"] == []
+
+
 def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two):
     """The answer parses, so it is written; but `clamp` is defined nowhere: NameError when it runs, which the user
     is told (and --json says). A name the file imports gets no note."""

@@ -113,6 +113,16 @@ def test_second_look_forks_an_unchanged_answer_and_can_be_switched_off(make_clie
         assert "back unchanged" in shown["params"]["message"]
 
 
+def test_a_rewrite_whose_calls_no_longer_fit_is_applied_with_a_warning(make_client):
+    c = start(make_client)
+    c.editor.open(OTHER, HEAD + TOTAL + "\n\nprint(total([1]))\n")
+    result = rewrite(c, scripted(("def total(values):", "def total(values, start):")), uri=OTHER)
+    assert result["applied"] is True and result["bad_calls"] == ["line 12: total(...) gets no `start`"]
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert shown["params"]["type"] == 2 and "calls its own functions" in shown["params"]["message"]
+    assert rewrite(c, scripted(("values, start", "values, start=0")), uri=OTHER)["bad_calls"] == []
+
+
 def test_a_rewrite_reading_a_name_nothing_defines_is_applied_with_a_warning(make_client):
     c = start(make_client)
     result = rewrite(c, scripted(("return s", "return clamp(s)")))

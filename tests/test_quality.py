@@ -150,7 +150,7 @@ def test_quality_bench_reports_pass_refusals_and_time(tmp_path):
         if case[method]["status"] != "refused":
             assert s["second_looks"] == int(case[method]["second_look"])
     assert "pass@1" in result.output and "answers from a second look" in result.output
-    assert "reading a name nothing defines" in result.output
+    assert "reading a name nothing defines" in result.output and "with arguments they do not take" in result.output
     for method in ("editspec", "plain"):
         if case[method]["status"] != "refused":
             assert report["summary"][method]["undefined_names"] == int(bool(case[method]["undefined_names"]))
@@ -161,12 +161,13 @@ def test_quality_bench_reports_pass_refusals_and_time(tmp_path):
 def test_the_summary_counts_answers_that_read_a_name_nothing_defines():
     from editspec.quality import summarize
 
-    def run(status, names=()):
-        return {"status": status, "why": "", "seconds": 1.0, "undefined_names": list(names)}
+    def run(status, names=(), calls=()):
+        return {"status": status, "why": "", "seconds": 1.0, "undefined_names": list(names), "bad_calls": list(calls)}
 
     cases = [
         {"case": "a", "editspec": run("fail", ["clamp"])},
-        {"case": "b", "editspec": run("pass")},
+        {"case": "b", "editspec": run("pass", calls=["line 3: f(...) gets no `x`"])},
         {"case": "c", "editspec": run("fail", ["x", "y"])},
     ]
-    assert summarize(cases, ("editspec",))["editspec"]["undefined_names"] == 2
+    summary = summarize(cases, ("editspec",))["editspec"]
+    assert summary["undefined_names"] == 2 and summary["bad_calls"] == 1

@@ -1,0 +1,98 @@
+"""Calls a Python rewrite leaves that the called function cannot take (editspec/calls.py)."""
+
+from __future__ import annotations
+
+from editspec.calls import calls_brought_in, mismatches
+
+FILE = (
+    "def area(w, h, *, unit='m'):\n"
+    "    return w * h\n"
+    "\n"
+    "\n"
+    "def total(boxes):\n"
+    "    return sum(area(b.w, b.h) for b in boxes)\n"
+    "\n"
+    "\n"
+    "class Box:\n"
+    "    def grow(self, n, by=1):\n"
+    "        return self.scale(n) + n * by\n"
+    "\n"
+    "    def scale(self, n):\n"
+    "        return n\n"
+    "\n"
+    "    @staticmethod\n"
+    "    def make(a):\n"
+    "        return Box()\n"
+    "\n"
+    "    def again(self):\n"
+    "        return self.make(1), self.grow(2, by=3)\n"
+)
+
+
+def texts(text: str) -> list[str]:
+    found = mismatches(text)
+    assert found is not None
+    return [m.text() for m in found]
+
+
+def test_a_well_called_file_has_no_mismatch():
+    assert texts(FILE) == []
+
+
+def test_every_way_a_call_can_miss_its_signature_is_named():
+    calls = FILE.replace("area(b.w, b.h)", "area(b.w) + area(1, 2, 3) + area(1, 2, colour=1) + area(1, w=2)")
+    assert texts(calls) == [
+        "line 6: area(...) gets no `h`",
+        "line 6: area(...) gets 3 positional arguments, takes at most 2",
+        "line 6: area(...) gets keyword `colour`, which it does not take",
+        "line 6: area(...) gets `w` twice",
+    ]
+    methods = FILE.replace("self.scale(n)", "self.scale(n, 2)").replace("self.make(1)", "self.make()")
+    assert texts(methods) == [
+        "line 11: self.scale(...) gets 2 positional arguments, takes at most 1",
+        "line 21: self.make(...) gets no `a`",  # a staticmethod binds no `self`
+    ]
+    keyword_only = FILE.replace("*, unit='m'", "*, unit")
+    assert texts(keyword_only) == ["line 6: area(...) gets no `unit`"]
+
+
+def test_a_new_required_parameter_is_reported_at_the_file_s_calls():
+    """The usual way: the rewrite gives a function a parameter without a default, and the file's other calls to it
+    (which editspec did not touch) pass the old arguments."""
+    new = FILE.replace("def area(w, h, *, unit='m'):", "def area(w, h, depth, *, unit='m'):")
+    assert [m.text() for m in calls_brought_in(FILE, new)] == ["line 6: area(...) gets no `depth`"]
+    defaulted = FILE.replace("def area(w, h, *, unit='m'):", "def area(w, h, depth=1, *, unit='m'):")
+    assert calls_brought_in(FILE, defaulted) == []
+
+
+def test_a_call_that_did_not_fit_before_is_not_the_rewrite_s():
+    old = FILE.replace("self.scale(n)", "self.scale(n, 2)")
+    new = old.replace("def grow(self, n, by=1):\n        return", "def grow(self, n, by=2):\n        return")
+    assert texts(new) == ["line 11: self.scale(...) gets 2 positional arguments, takes at most 1"]
+    assert calls_brought_in(old, new) == []
+    moved = "import os\n\n\n" + new  # lines move: the same call all the same
+    assert calls_brought_in(old, moved) == []
+
+
+def test_what_cannot_be_told_is_not_judged():
+    """`*args` or `**kwargs` in the call; a decorated function (the decorator may change what it takes); a name bound
+    again (assigned, imported, a parameter of that name); a placeholder a subclass replaces; a method a subclass in the
+    file defines again; a dunder; a class body's own binding of the name; an unparsable file."""
+    for call in ("area(*sizes)", "area(**sizes)"):
+        assert texts(FILE.replace("area(b.w, b.h)", call)) == []
+    assert texts(FILE.replace("def area(", "@cache\ndef area(").replace("area(b.w, b.h)", "area(b.w)")) == []
+    assert texts(FILE + "area = print\n" + "area(1)\n") == []
+    assert texts(FILE.replace("def total(boxes):", "def total(boxes, area=print):").replace("b.w, b.h", "b")) == []
+    placeholder = FILE.replace("        return n\n", "        raise NotImplementedError\n")
+    assert texts(placeholder.replace("self.scale(n)", "self.scale(n, 2)")) == []
+    overridden = FILE + "\n\nclass Crate(Box):\n    def scale(self, n, m):\n        return n * m\n"
+    assert texts(overridden.replace("self.scale(n)", "self.scale(n, 2)")) == []
+    dunder = (
+        "class A:\n    def __init__(self, a):\n        self.a = a\n\n    def again(self):\n        self.__init__()\n"
+    )
+    assert texts(dunder) == []
+    class_level = (
+        "def size(a):\n    return a\n\n\nclass A:\n    def size(self):\n        return 1\n\n    s = size(0, 2)\n"
+    )
+    assert texts(class_level) == []
+    assert mismatches("def f(:\n") is None
