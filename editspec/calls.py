@@ -153,7 +153,7 @@ def _overridden(tree: ast.Module) -> dict[str, set[str]]:
 def _methods(cls: ast.ClassDef, overridden: set[str]) -> dict[str, tuple[Function, int]]:
     """A class's methods defined once in its body, with how many leading parameters a call through `self` binds
     (1, or 0 for a staticmethod); decorated otherwise, assigned or defined twice, a dunder, a placeholder, or
-    defined again by a subclass in the file (`overridden`): left out."""
+    one of `overridden` (defined again by a subclass in the file, or set on an object): left out."""
     defined = Counter(n.name for n in cls.body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef))
     assigned = {
         t.id
@@ -207,6 +207,10 @@ def mismatches(text: str) -> list[Mismatch] | None:
         return None
     funcs = _module_functions(tree, top)
     overrides = _overridden(tree)
+    # A method whose name is also set on an object (`self.NAME = ...`) may be an instance's attribute instead.
+    set_on_objects = {
+        n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)
+    }
     found: list[Mismatch] = []
 
     def check(call: ast.Call, caller: str, methods: dict, me: str | None, hidden: frozenset = frozenset()) -> None:
@@ -232,7 +236,7 @@ def mismatches(text: str) -> list[Mismatch] | None:
             if isinstance(child, ast.ClassDef):
                 for part in [*child.decorator_list, *child.bases, *child.keywords]:
                     visit(part, caller, methods, me, hidden)
-                own = _methods(child, overrides.get(child.name, set()))
+                own = _methods(child, overrides.get(child.name, set()) | set_on_objects)
                 name = f"{caller}.{child.name}" if caller else child.name
                 # What the class body binds hides the module's functions from its own statements (not its methods).
                 body_names = _class_bindings(child)

@@ -77,7 +77,8 @@ def test_a_call_that_did_not_fit_before_is_not_the_rewrite_s():
 def test_what_cannot_be_told_is_not_judged():
     """`*args` or `**kwargs` in the call; a decorated function (the decorator may change what it takes); a name bound
     again (assigned, imported, a parameter of that name); a placeholder a subclass replaces; a method a subclass in the
-    file defines again; a dunder; a class body's own binding of the name; an unparsable file."""
+    file defines again, or one set on an object (`self.scale = max`); a dunder; a class body's own binding of the
+    name; an unparsable file."""
     for call in ("area(*sizes)", "area(**sizes)"):
         assert texts(FILE.replace("area(b.w, b.h)", call)) == []
     assert texts(FILE.replace("def area(", "@cache\ndef area(").replace("area(b.w, b.h)", "area(b.w)")) == []
@@ -87,6 +88,10 @@ def test_what_cannot_be_told_is_not_judged():
     assert texts(placeholder.replace("self.scale(n)", "self.scale(n, 2)")) == []
     overridden = FILE + "\n\nclass Crate(Box):\n    def scale(self, n, m):\n        return n * m\n"
     assert texts(overridden.replace("self.scale(n)", "self.scale(n, 2)")) == []
+    instance = FILE.replace(
+        "    def grow(self, n, by=1):\n", "    def grow(self, n, by=1):\n        self.scale = max\n"
+    )
+    assert texts(instance.replace("self.scale(n)", "self.scale(n, 2)")) == []
     dunder = (
         "class A:\n    def __init__(self, a):\n        self.a = a\n\n    def again(self):\n        self.__init__()\n"
     )
