@@ -268,12 +268,14 @@ def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
 
 
 def top_level_definitions(data: bytes, spec: LanguageSpec) -> list[Definition]:
-    top = [
-        d
-        for d in definitions(data, spec)
-        if not d.containers and data[d.node_start - 1 : d.node_start] in (b"", b"\n") or d.node_start == 0
-    ]
-    return outermost(top)
+    """The definitions of an answer on unindented lines, in no class and inside no other definition. The line
+    counts, not the node: `export function f`, `const f = () =>` and Go's `type T struct` begin with a keyword."""
+
+    def unindented(offset: int) -> bool:
+        line_start = data.rfind(b"\n", 0, offset) + 1
+        return data[line_start : line_start + 1] not in (b" ", b"\t")
+
+    return outermost([d for d in definitions(data, spec) if not d.containers and unindented(d.node_start)])
 
 
 def _own_index(names: list[str], target: Definition, existing: set[str]) -> int | None:

@@ -26,6 +26,10 @@ def target(kind="function_definition"):
         ("a.js", "function f() {\n  function g() {\n", None),  # f is not closed: g may be inside it
         ("a.js", "function f() {\n  return 1;\n}\nfunction g() {\n  return 2;\n}\n", "g"),
         ("a.go", "func f() int {\n\treturn 1\n}\n\nfunc g() {\n", "g"),
+        # definitions whose line begins with a keyword of their own: as top-level as any other
+        ("a.ts", "export function f(): number {\n  return 1;\n}\n\nexport function g(): number {\n", "g"),
+        ("a.js", "export const f = () => 1;\nconst g = (y) => {\n", "g"),
+        ("a.ts", "export function f(): number {\n  if (x) {\n    function g() {\n", None),  # indented: inside f
     ],
 )
 def test_an_extra_definition_is_settled_only_when_no_continuation_can_undo_it(file, partial, settled):
@@ -38,6 +42,12 @@ def test_an_extra_definition_is_settled_only_when_no_continuation_can_undo_it(fi
         kept, left_out = cut_copies(finished, spec, target(), existing)
         assert left_out == [settled] and refused_definitions(kept, spec, target(), existing) == []
     assert settled_extra_definition(partial, spec, target(), set()) is None  # a new helper g: no refusal
+
+
+def test_a_go_type_copied_after_the_target_is_left_out():
+    spec = language_for("a.go")
+    answer = "func f() int {\n\treturn 2\n}\n\ntype g struct {\n\tx int\n}\n"  # `type` begins its line
+    assert cut_copies(answer, spec, target(), {"g"}) == ("func f() int {\n\treturn 2\n}\n", ["g"])
 
 
 def test_a_class_target_may_hold_anything():
