@@ -12,7 +12,7 @@ import importlib
 import re
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cache
 from pathlib import Path
 
@@ -48,6 +48,10 @@ JS_DEFS = _f(
     "class_declaration",
     "variable_declarator",
 )
+# TypeScript's bodiless signatures: a declaration, or an overload (then grouped with the others of its name and
+# the implementation that follows them: see _group_overloads).
+SIGNATURES = _f("function_signature", "method_signature", "abstract_method_signature")
+TS_DEFS = JS_DEFS | _f("abstract_class_declaration", "interface_declaration") | SIGNATURES
 LANGUAGES = {
     s.name: s
     for s in [
@@ -74,14 +78,7 @@ LANGUAGES = {
             "tree_sitter_typescript",
             "language_typescript",
             (".ts", ".mts", ".cts"),
-            JS_DEFS
-            | _f(
-                "abstract_class_declaration",
-                "interface_declaration",
-                "function_signature",
-                "method_signature",
-                "abstract_method_signature",
-            ),
+            TS_DEFS,
             wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
             imports=_f("import_statement"),
         ),
@@ -90,7 +87,7 @@ LANGUAGES = {
             "tree_sitter_typescript",
             "language_tsx",
             (".tsx",),
-            JS_DEFS | _f("abstract_class_declaration", "interface_declaration"),
+            TS_DEFS,
             wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
             imports=_f("import_statement"),
             fence="tsx",
@@ -391,7 +388,34 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
                 headers,
             )
         )
-    return found
+    return _group_overloads(found, source)
+
+
+# TypeScript overloads: bodiless signatures of one name, then (except in an interface or a declaration file) the
+# implementation. Apart, `--function parse` would match each of them and ask for a line, and a rewrite of the
+# implementation alone could not change the signatures its change needs; together they are one definition.
+def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]:
+    grouped: list[Definition] = []
+    for d in found:
+        prev = grouped[-1] if grouped else None
+        if (
+            prev is not None
+            and prev.kind in SIGNATURES
+            and prev.name == d.name
+            and prev.containers == d.containers
+            and prev.end <= d.start
+            and _only_comments(source[prev.end : d.start])
+        ):
+            grouped[-1] = replace(d, start=prev.start, line=prev.line)
+        else:
+            grouped.append(d)
+    return grouped
+
+
+def _only_comments(gap: bytes) -> bool:
+    """Whether the lines between two definitions hold nothing but blank lines and comments."""
+    lines = [line.strip() for line in gap.splitlines()]
+    return all(not line or line.startswith((b"//", b"/*", b"*")) for line in lines)
 
 
 def outermost(defs: list[Definition]) -> list[Definition]:

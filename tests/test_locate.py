@@ -90,6 +90,41 @@ def test_overloads_are_ambiguous_by_name_and_distinct_by_line():
         find_by_name(defs, "Lend")
 
 
+def test_typescript_overload_signatures_belong_to_their_implementation():
+    _, data, defs = load("users.ts")
+    find = find_by_name(defs, "find")  # one definition, not three to choose between by line
+    assert (find.name, find.kind, find.line, find.end_line) == ("UserRepository.find", "method_definition", 14, 21)
+    assert find_at(defs, offset_of_line(data, 15)) == find  # on an overload signature: the whole group
+    source = b"""/** Parse. */
+export function parse(text: string): number;
+// with a radix
+export function parse(text: string, radix: number): number;
+export function parse(text: string, radix = 10): number {
+  return parseInt(text, radix);
+}
+
+interface Shape {
+  area(scale: number): number;
+  area(): number;
+  name(): string;
+}
+declare function g(a: number): void;
+const x = 1;
+declare function g(a: string): void;
+"""
+    defs = definitions(source, language_for("a.ts"))
+    assert [(d.name, d.line, d.end_line) for d in defs] == [
+        ("parse", 1, 7),  # the implementation's leading comment, its signatures and the comment between them
+        ("Shape", 9, 13),
+        ("Shape.area", 10, 11),  # signatures alone (an interface): still one group
+        ("Shape.name", 12, 12),
+        ("g", 14, 14),  # code between: not one group
+        ("g", 16, 16),
+    ]
+    listed = file_context(source, language_for("a.ts"), defs[:1])[-1]
+    assert listed.startswith("function parse(text: string, radix = 10)")  # the implementation's line
+
+
 def test_simple_names_and_suffixes_find_methods():
     _, _, defs = load("matrix.cpp")
     assert find_by_name(defs, "transpose").name == "linalg.Matrix.transpose"
