@@ -391,16 +391,28 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
     return _group_overloads(found, source)
 
 
-# TypeScript overloads: bodiless signatures of one name, then (except in an interface or a declaration file) the
-# implementation. Apart, `--function parse` would match each of them and ask for a line, and a rewrite of the
-# implementation alone could not change the signatures its change needs; together they are one definition.
+# Overloads: TypeScript's bodiless signatures of one name, Python's `@overload` stubs, then (except in an interface
+# or a declaration file) the implementation. Apart, `--function parse` would match each of them and ask for a
+# line, and a rewrite of the implementation alone could not change the signatures its change needs; together
+# they are one definition.
+PY_OVERLOAD = re.compile(rb"^[ \t]*@[ \t]*(?:\w+[ \t]*\.[ \t]*)*overload[ \t]*(?:#.*)?$", re.MULTILINE)
+
+
+def _is_overload(d: Definition, source: bytes) -> bool:
+    """Whether a definition (not yet grouped) is an overload's signature, which the next one of its name joins."""
+    if d.kind in SIGNATURES:
+        return True
+    return d.kind == "function_definition" and bool(PY_OVERLOAD.search(source, d.start, d.node_start))
+
+
 def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]:
     grouped: list[Definition] = []
+    open_group = False  # whether the last of `grouped` ends with an overload's signature
     for d in found:
         prev = grouped[-1] if grouped else None
         if (
-            prev is not None
-            and prev.kind in SIGNATURES
+            open_group
+            and prev is not None
             and prev.name == d.name
             and prev.containers == d.containers
             and prev.end <= d.start
@@ -409,13 +421,14 @@ def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]
             grouped[-1] = replace(d, start=prev.start, line=prev.line)
         else:
             grouped.append(d)
+        open_group = _is_overload(d, source)
     return grouped
 
 
 def _only_comments(gap: bytes) -> bool:
     """Whether the lines between two definitions hold nothing but blank lines and comments."""
     lines = [line.strip() for line in gap.splitlines()]
-    return all(not line or line.startswith((b"//", b"/*", b"*")) for line in lines)
+    return all(not line or line.startswith((b"//", b"/*", b"*", b"#")) for line in lines)
 
 
 def outermost(defs: list[Definition]) -> list[Definition]:

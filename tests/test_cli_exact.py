@@ -609,3 +609,38 @@ def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two)
     )
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.stdout)["undefined_names"] == []
+
+
+OVERLOADED = (
+    "from typing import overload\n\n\n"
+    "class Store:\n"
+    "    @overload\n"
+    "    def get(self, key: int) -> str: ...\n"
+    "    @overload\n"
+    "    def get(self, key: str) -> str: ...\n"
+    "    def get(self, key):\n"
+    "        return str(key)\n\n"
+    "    def size(self):\n"
+    "        return 1\n"
+)
+
+
+@pytest.mark.parametrize("name,suffix", [("Store.get", ".py"), ("find", ".ts")])
+def test_overloads_are_rewritten_with_their_implementation(tmp_path, scripted_model, name, suffix):
+    """`--function` names the overloads and the implementation as one: a new overload, written beside the others,
+    is part of the rewrite (not a second definition of its name, refused)."""
+    from tests.test_locate import SAMPLES
+
+    path = tmp_path / f"f{suffix}"
+    text = OVERLOADED if suffix == ".py" else (SAMPLES / "users.ts").read_text()
+    # (the method as the model sees it, dedented; then as the file has it)
+    old, new = (
+        ("def get(self, key):", "@overload\ndef get(self, key: bytes) -> str: ...\ndef get(self, key):")
+        if suffix == ".py"
+        else ("find(key: number", "find(user: User): User | undefined;\nfind(key: number")
+    )
+    indent = "    " if suffix == ".py" else "  "
+    path.write_text(text)
+    result = run(str(path), "-f", name, "-i", scripted((old, new)), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace(indent + old, indent + new.replace("\n", "\n" + indent))

@@ -125,6 +125,45 @@ declare function g(a: string): void;
     assert listed.startswith("function parse(text: string, radix = 10)")  # the implementation's line
 
 
+def test_python_overload_stubs_belong_to_their_implementation():
+    source = b"""import typing
+
+
+class Store:
+    @typing.overload
+    def get(self, key: int) -> str: ...
+    @overload  # by key
+    def get(self, key: str) -> str: ...
+    def get(self, key):
+        return str(key)
+
+    @property
+    def size(self):
+        return 1
+
+    @size.setter
+    def size(self, value):
+        pass
+
+
+def get(key):
+    return key
+
+
+def get(key):
+    return key
+"""
+    defs = definitions(source, language_for("a.py"))
+    assert [(d.name, d.line, d.end_line) for d in defs] == [
+        ("Store", 4, 18),
+        ("Store.get", 5, 10),
+        ("Store.size", 12, 14),  # a property's getter and setter are two functions: --line picks one
+        ("Store.size", 16, 18),
+        ("get", 21, 22),  # redefined, not overloaded: two definitions
+        ("get", 25, 26),
+    ]
+
+
 def test_simple_names_and_suffixes_find_methods():
     _, _, defs = load("matrix.cpp")
     assert find_by_name(defs, "transpose").name == "linalg.Matrix.transpose"
