@@ -46,8 +46,19 @@ JS_DEFS = _f(
     "generator_function_declaration",
     "method_definition",
     "class_declaration",
+    # a function as a value (see _name): `const f = () =>`, a class field `onClick = () =>` (JavaScript's and
+    # TypeScript's node), an object's `post: async () =>`, `module.exports.f = function`, `A.prototype.f = ...`
     "variable_declarator",
+    "field_definition",
+    "public_field_definition",
+    "pair",
+    "assignment_expression",
 )
+# Values that may share their lines with other code (an object's other keys, a statement's start): a definition
+# only when alone on them.
+SHARED_LINES = _f("pair", "field_definition", "public_field_definition", "assignment_expression")
+JS_WRAPPERS = _f("export_statement", "lexical_declaration", "variable_declaration", "expression_statement")
+FUNCTION_VALUES = _f("arrow_function", "function_expression", "function", "generator_function", "class")
 # TypeScript's bodiless signatures: a declaration, or an overload (then grouped with the others of its name and
 # the implementation that follows them: see _group_overloads).
 SIGNATURES = _f("function_signature", "method_signature", "abstract_method_signature")
@@ -70,7 +81,7 @@ LANGUAGES = {
             "language",
             (".js", ".mjs", ".cjs", ".jsx"),
             JS_DEFS,
-            wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
+            wrappers=JS_WRAPPERS,
             imports=_f("import_statement"),
         ),
         LanguageSpec(
@@ -79,7 +90,7 @@ LANGUAGES = {
             "language_typescript",
             (".ts", ".mts", ".cts"),
             TS_DEFS,
-            wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
+            wrappers=JS_WRAPPERS,
             imports=_f("import_statement"),
         ),
         LanguageSpec(
@@ -88,7 +99,7 @@ LANGUAGES = {
             "language_tsx",
             (".tsx",),
             TS_DEFS,
-            wrappers=_f("export_statement", "lexical_declaration", "variable_declaration"),
+            wrappers=JS_WRAPPERS,
             imports=_f("import_statement"),
             fence="tsx",
         ),
@@ -267,10 +278,22 @@ def _name(node: ts.Node) -> str:
         receiver = _text(node.child_by_field_name("receiver"))
         type_name = receiver.strip("()").split()[-1].lstrip("*") if receiver.strip("()") else ""
         return f"{type_name}.{_text(node.child_by_field_name('name'))}" if type_name else ""
-    if node.type == "variable_declarator":  # const f = () => ...: only functions count
-        value = node.child_by_field_name("value")
-        if value is None or value.type not in ("arrow_function", "function_expression", "function", "class"):
+    if node.type in ("variable_declarator", "field_definition", "public_field_definition", "pair"):
+        value = node.child_by_field_name("value")  # only functions (and classes) count, not other values
+        if value is None or value.type not in FUNCTION_VALUES:
             return ""
+        if node.type == "field_definition":
+            return _text(node.child_by_field_name("property"))
+        if node.type == "pair":
+            key = node.child_by_field_name("key")
+            return _text(key).strip("'\"") if key is not None and key.type in ("property_identifier", "string") else ""
+    if node.type == "assignment_expression":  # a statement of its own, giving a property a function
+        left, value = node.child_by_field_name("left"), node.child_by_field_name("right")
+        if node.parent is None or node.parent.type != "expression_statement" or value is None:
+            return ""
+        if value.type not in FUNCTION_VALUES or left is None or left.type != "member_expression":
+            return ""
+        return "".join(_text(left).split())
     if node.type in ("impl_item",):
         return _text(node.child_by_field_name("type"))
     if node.type in ("struct_specifier", "class_specifier") and node.child_by_field_name("body") is None:
@@ -288,18 +311,26 @@ def _header(node: ts.Node, source: bytes) -> str:
 BOM = "\ufeff".encode("utf-8")
 
 
-def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]:
+def _wrapped(node: ts.Node, spec: LanguageSpec) -> ts.Node:
+    """The node with the wrappers that belong to it (decorators, `export`, `const`)."""
     top = node
     while top.parent is not None and top.parent.type in spec.wrappers:
         if top.parent.type in ("lexical_declaration", "variable_declaration") and top.parent.named_child_count > 1:
             break  # const a = () => 1, b = 2: the declaration is more than this function
         top = top.parent
+    return top
+
+
+def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]:
+    top = _wrapped(node, spec)
     start = top.start_byte
     sibling = top.prev_sibling
     while sibling is not None and sibling.type in spec.leading:
         gap = source[sibling.end_byte : start]
         if gap.count(b"\n") > 1:  # a blank line: that comment is not this definition's
             break
+        if source[source.rfind(b"\n", 0, sibling.start_byte) + 1 : sibling.start_byte].strip():
+            break  # `LIMIT = 10  # the most`: a comment at the end of a line of code is that line's
         start = sibling.start_byte
         sibling = sibling.prev_sibling
     line_start = source.rfind(b"\n", 0, start) + 1
@@ -339,7 +370,9 @@ def parse(source: bytes, spec: LanguageSpec, budget: float | None = None, old: t
 
 @cache
 def definition_query(spec: LanguageSpec) -> ts.Query:
-    return ts.Query(language_of(spec), " ".join(f"({t}) @d" for t in sorted(spec.definitions)))
+    language = language_of(spec)
+    known = [t for t in sorted(spec.definitions) if language.id_for_node_kind(t, True)]  # (grammars differ)
+    return ts.Query(language, " ".join(f"({t}) @d" for t in known))
 
 
 def _scope(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[list[str], list[str]]:
@@ -375,6 +408,8 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
             continue
         scope, headers = _scope(node, spec, source)
         start, end = _region(node, spec, source)
+        if node.type in SHARED_LINES and not _alone(source, start, end, _wrapped(node, spec)):
+            continue  # `{ a: () => 1, b: () => 2 }`: its lines hold more than it, which a rewrite would replace
         found.append(
             Definition(
                 ".".join([*scope, name]),
@@ -423,6 +458,14 @@ def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]
             grouped.append(d)
         open_group = _is_overload(d, source)
     return grouped
+
+
+def _alone(source: bytes, start: int, end: int, top: ts.Node) -> bool:
+    """Whether a definition's lines (`start`, `end`: its region) hold only it: before `top` (it with its wrappers)
+    indentation and leading comments, after it a comma or semicolon and a comment at most."""
+    head = source[start : top.start_byte]
+    tail = source[top.end_byte : end].decode("utf-8", "replace")
+    return _only_comments(head) and bool(re.fullmatch(r"[,;]?[ \t]*(//.*|/\*.*)?\s*", tail))
 
 
 def _only_comments(gap: bytes) -> bool:

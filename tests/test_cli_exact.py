@@ -644,3 +644,22 @@ def test_overloads_are_rewritten_with_their_implementation(tmp_path, scripted_mo
     result = run(str(path), "-f", name, "-i", scripted((old, new)), "--apply")
     assert result.exit_code == 0, result.output
     assert path.read_text() == text.replace(indent + old, indent + new.replace("\n", "\n" + indent))
+
+
+def test_a_class_field_holding_a_function_is_rewritten_alone(tmp_path, scripted_model):
+    text = (
+        "class Button extends Component {\n"
+        "  handleClick = (event) => {\n"
+        "    this.setState({ clicked: true });\n"
+        "  };\n\n"
+        "  render() {\n"
+        "    return null;\n"
+        "  }\n"
+        "}\n"
+    )
+    path = tmp_path / "button.js"
+    path.write_text(text)
+    add = scripted(("this.setState", "console.log(event.type);\n  this.setState"))
+    result = run(str(path), "-f", "handleClick", "-i", add, "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace("    this.setState", "    console.log(event.type);\n    this.setState")

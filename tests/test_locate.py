@@ -164,6 +164,62 @@ def get(key):
     ]
 
 
+def test_a_comment_ending_a_line_of_code_is_not_the_next_definition_s():
+    """`LIMIT = 10  # the most` right above `def f`: the comment is that line's, and the line is not f's to rewrite."""
+    source = b"import os\nLIMIT = 10  # the most\ndef f(x):\n    return min(x, LIMIT)\n"
+    (f,) = definitions(source, language_for("a.py"))
+    assert source[f.start : f.end] == b"def f(x):\n    return min(x, LIMIT)\n"
+    source = b"let n = 1; // one\n// Doubles.\nfunction g(x) {\n  return 2 * x;\n}\n"
+    (g,) = definitions(source, language_for("a.js"))
+    assert source[g.start : g.end].startswith(b"// Doubles.\nfunction g")
+
+
+@pytest.mark.parametrize("file", ["a.js", "a.ts"])
+def test_functions_given_as_values_are_definitions_when_alone_on_their_lines(file):
+    source = b"""class Button extends Component {
+  handleClick = (event) => {
+    this.setState({ clicked: true });
+  };
+  static create = function () {
+    return new Button();
+  };
+  label = "ok";
+}
+const api = {
+  fetch(url) {
+    return get(url);
+  },
+  post: async (url, body) => {
+    return send(url, body);
+  }, // posts
+  "delete": function (url) {
+    return drop(url);
+  },
+  retries: 3,
+};
+const short = { a: () => 1, b: () => 2 };
+module.exports.helper = function (x) {
+  return x + 1;
+};
+Button.prototype.size = () => 1;
+x.y = function () {}; x.z = () => 1;
+if (ok) handlers.go = () => run();
+"""
+    defs = definitions(source, language_for(file))
+    assert [(d.name, d.line, d.end_line) for d in defs] == [
+        ("Button", 1, 9),
+        ("Button.handleClick", 2, 4),  # a class field holding a function
+        ("Button.create", 5, 7),
+        ("fetch", 11, 13),
+        ("post", 14, 16),  # an object's key holding one
+        ("delete", 17, 19),
+        ("module.exports.helper", 23, 25),  # a property given one, in a statement of its own
+        ("Button.prototype.size", 26, 26),
+    ]  # not `label`, `retries` (no functions); not `a`, `b`, `x.y`, `x.z`, `handlers.go` (their lines hold more)
+    assert find_by_name(defs, "helper").name == "module.exports.helper"
+    assert find_at(defs, offset_of_line(source, 3)).name == "Button.handleClick"  # not the whole class
+
+
 def test_simple_names_and_suffixes_find_methods():
     _, _, defs = load("matrix.cpp")
     assert find_by_name(defs, "transpose").name == "linalg.Matrix.transpose"
