@@ -255,6 +255,17 @@ def _text(node: ts.Node | None) -> str:
     return node.text.decode("utf-8", errors="replace") if node is not None and node.text else ""
 
 
+def _without_type_arguments(name: str) -> str:
+    """`Matrix<T>::get` as `Matrix::get`, `Stack<Vec<T>>` as `Stack`: names are typed without them (an
+    operator's own `<`, `<=>` stay)."""
+    name, operator, rest = name.partition("operator")
+    while True:
+        shorter = re.sub(r"<[^<>]*>", "", name)
+        if shorter == name:
+            return name + operator + rest
+        name = shorter
+
+
 def _declarator_name(node: ts.Node) -> str:
     """C/C++: follow the declarator chain down to the name (Foo::bar stays qualified)."""
     while node is not None:
@@ -266,17 +277,27 @@ def _declarator_name(node: ts.Node) -> str:
             "operator_name",
             "type_identifier",
         ):
-            return _text(node).replace("::", ".")
+            return _without_type_arguments(_text(node)).replace("::", ".")
         node = node.child_by_field_name("declarator") or (node.named_children[0] if node.named_children else None)
     return ""
+
+
+def _receiver_type(receiver: ts.Node) -> str:
+    """Go: the type a method's receiver names, `Stack` of `(s *Stack[T])`, `(Stack)` or `(m Map[K, V])`."""
+    declaration = next((c for c in receiver.named_children if c.type == "parameter_declaration"), None)
+    node = declaration.child_by_field_name("type") if declaration is not None else None
+    while node is not None and node.type in ("pointer_type", "generic_type", "parenthesized_type"):
+        node = node.child_by_field_name("type") or next(
+            (c for c in node.named_children if c.type != "type_arguments"), None
+        )
+    return _text(node) if node is not None and node.type == "type_identifier" else ""
 
 
 def _name(node: ts.Node) -> str:
     if node.type == "function_definition" and node.child_by_field_name("declarator") is not None:
         return _declarator_name(node.child_by_field_name("declarator"))
     if node.type == "method_declaration" and node.child_by_field_name("receiver") is not None:
-        receiver = _text(node.child_by_field_name("receiver"))
-        type_name = receiver.strip("()").split()[-1].lstrip("*") if receiver.strip("()") else ""
+        type_name = _receiver_type(node.child_by_field_name("receiver"))
         return f"{type_name}.{_text(node.child_by_field_name('name'))}" if type_name else ""
     if node.type in ("variable_declarator", "field_definition", "public_field_definition", "pair"):
         value = node.child_by_field_name("value")  # only functions (and classes) count, not other values
@@ -294,8 +315,9 @@ def _name(node: ts.Node) -> str:
         if value.type not in FUNCTION_VALUES or left is None or left.type != "member_expression":
             return ""
         return "".join(_text(left).split())
-    if node.type in ("impl_item",):
-        return _text(node.child_by_field_name("type"))
+    if node.type in ("impl_item",):  # `impl<T> Display for &mut Stack<T>`: Stack
+        plain = _without_type_arguments(_text(node.child_by_field_name("type")))
+        return plain.replace("&", " ").split()[-1].rsplit("::", 1)[-1] if plain.strip("& ") else ""
     if node.type in ("struct_specifier", "class_specifier") and node.child_by_field_name("body") is None:
         return ""  # `struct vec *v` names a type; it defines nothing
     return _text(node.child_by_field_name("name"))

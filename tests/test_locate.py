@@ -220,6 +220,51 @@ if (ok) handlers.go = () => run();
     assert find_at(defs, offset_of_line(source, 3)).name == "Button.handleClick"  # not the whole class
 
 
+def test_go_methods_of_generic_types_are_named_by_their_type():
+    source = b"""package main
+
+func (s *Stack[T]) Pop() (T, bool) {
+\treturn s.items[0], true
+}
+
+func (m Map[K, V]) Get(k K) V { return m.data[k] }
+
+func (Stack[T]) Name() string { return "stack" }
+"""
+    defs = definitions(source, language_for("a.go"))
+    assert [d.name for d in defs] == ["Stack.Pop", "Map.Get", "Stack.Name"]  # was Stack[T].Pop, V].Get
+    assert find_by_name(defs, "Map.Get").line == 7
+
+
+def test_rust_impls_and_cpp_templates_are_named_without_type_arguments():
+    rust = b"""impl<T: Clone> Stack<T> {
+    fn pop(&mut self) -> Option<T> {
+        self.items.pop()
+    }
+}
+
+impl<T> std::fmt::Display for Stack<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        write!(f, "stack")
+    }
+}
+
+impl Iterator for &mut Counter {
+    fn next(&mut self) -> Option<u32> { None }
+}
+"""
+    assert [d.name for d in definitions(rust, language_for("a.rs"))] == ["Stack.pop", "Stack.fmt", "Counter.next"]
+    cpp = b"""template <typename T>
+T Matrix<T>::get(int i) {
+  return data[i];
+}
+template <typename T>
+bool Vec<T>::operator<(const Vec<T>& o) const { return n < o.n; }
+std::ostream& operator<<(std::ostream& os, const Vec<int>& v) { return os; }
+"""
+    assert [d.name for d in definitions(cpp, language_for("a.cpp"))] == ["Matrix.get", "Vec.operator<", "operator<<"]
+
+
 def test_simple_names_and_suffixes_find_methods():
     _, _, defs = load("matrix.cpp")
     assert find_by_name(defs, "transpose").name == "linalg.Matrix.transpose"
