@@ -169,6 +169,10 @@ LANGUAGES = {
                 "interface_declaration",
                 "record_declaration",
                 "local_function_statement",
+                "property_declaration",
+                "indexer_declaration",
+                "operator_declaration",
+                "destructor_declaration",
             ),
             containers=_f("namespace_declaration", "file_scoped_namespace_declaration"),
             imports=_f("using_directive"),
@@ -315,6 +319,16 @@ def _name(node: ts.Node) -> str:
         if value.type not in FUNCTION_VALUES or left is None or left.type != "member_expression":
             return ""
         return "".join(_text(left).split())
+    if node.type == "property_declaration":  # C#: one with code (`=> ...`, `get { ... }`), not `{ get; set; }`
+        accessors = node.child_by_field_name("accessors")
+        bodies = [a for a in (accessors.named_children if accessors else []) if a.child_by_field_name("body")]
+        return _text(node.child_by_field_name("name")) if node.child_by_field_name("value") or bodies else ""
+    if node.type == "indexer_declaration":
+        return "this"
+    if node.type == "destructor_declaration":  # apart from the constructor, which has the class's name too
+        return "~" + _text(node.child_by_field_name("name"))
+    if node.type == "operator_declaration":
+        return "operator" + _text(node.child_by_field_name("operator"))
     if node.type in ("impl_item",):  # `impl<T> Display for &mut Stack<T>`: Stack
         plain = _without_type_arguments(_text(node.child_by_field_name("type")))
         return plain.replace("&", " ").split()[-1].rsplit("::", 1)[-1] if plain.strip("& ") else ""

@@ -265,6 +265,40 @@ std::ostream& operator<<(std::ostream& os, const Vec<int>& v) { return os; }
     assert [d.name for d in definitions(cpp, language_for("a.cpp"))] == ["Matrix.get", "Vec.operator<", "operator<<"]
 
 
+def test_csharp_members_with_code_are_definitions():
+    source = b"""namespace Shop
+{
+    public class Cart<T>
+    {
+        public int Count
+        {
+            get { return items.Count; }
+        }
+
+        public decimal Total => items.Sum(i => i.Price);
+
+        public int Size { get; set; }
+
+        public T this[int i] => items[i];
+
+        public static Cart<T> operator +(Cart<T> a, T b) { a.items.Add(b); return a; }
+
+        ~Cart() { Dispose(); }
+    }
+}
+"""
+    defs = definitions(source, language_for("a.cs"))
+    assert [(d.name, d.line, d.end_line) for d in defs] == [
+        ("Shop.Cart", 3, 19),
+        ("Shop.Cart.Count", 5, 8),  # a cursor in its getter rewrites the property, not the whole class
+        ("Shop.Cart.Total", 10, 10),
+        ("Shop.Cart.this", 14, 14),  # not `Size { get; set; }`: no code to rewrite
+        ("Shop.Cart.operator+", 16, 16),
+        ("Shop.Cart.~Cart", 18, 18),
+    ]
+    assert find_at(defs, offset_of_line(source, 7)).name == "Shop.Cart.Count"
+
+
 def test_simple_names_and_suffixes_find_methods():
     _, _, defs = load("matrix.cpp")
     assert find_by_name(defs, "transpose").name == "linalg.Matrix.transpose"
