@@ -56,7 +56,7 @@ JS_DEFS = _f(
 )
 # Values that may share their lines with other code (an object's other keys, a statement's start): a definition
 # only when alone on them.
-SHARED_LINES = _f("pair", "field_definition", "public_field_definition", "assignment_expression")
+SHARED_LINES = _f("pair", "field_definition", "public_field_definition", "assignment_expression", "assignment_statement")
 JS_WRAPPERS = _f("export_statement", "lexical_declaration", "variable_declaration", "expression_statement")
 FUNCTION_VALUES = _f("arrow_function", "function_expression", "function", "generator_function", "class")
 # TypeScript's bodiless signatures: a declaration, or an overload (then grouped with the others of its name and
@@ -178,6 +178,47 @@ LANGUAGES = {
             imports=_f("using_directive"),
             fence="csharp",
         ),
+        LanguageSpec(
+            "ruby",
+            "tree_sitter_ruby",
+            "language",
+            (".rb", ".rake", ".gemspec"),
+            _f("method", "singleton_method", "class"),
+            containers=_f("module", "singleton_class"),
+        ),
+        LanguageSpec(
+            "php",
+            "tree_sitter_php",
+            "language_php_only",  # PHP without HTML around it: a file with `<?php`, and code shown without it
+            (".php",),
+            _f(
+                "function_definition",
+                "method_declaration",
+                "class_declaration",
+                "interface_declaration",
+                "trait_declaration",
+                "enum_declaration",
+            ),
+            imports=_f("namespace_use_declaration", "namespace_definition"),
+        ),
+        LanguageSpec(
+            "kotlin",
+            "tree_sitter_kotlin",
+            "language",
+            (".kt", ".kts"),
+            _f("function_declaration", "class_declaration", "object_declaration"),
+            containers=_f("companion_object"),
+            leading=_f("line_comment", "block_comment"),
+            imports=_f("import", "package_header"),
+        ),
+        LanguageSpec(
+            "lua",
+            "tree_sitter_lua",
+            "language",
+            (".lua",),
+            _f("function_declaration", "assignment_statement"),
+            wrappers=_f("variable_declaration"),
+        ),
     ]
 }
 ALIASES = {
@@ -189,6 +230,8 @@ ALIASES = {
     "cs": "csharp",
     "c#": "csharp",
     "golang": "go",
+    "rb": "ruby",
+    "kt": "kotlin",
 }
 # Classes are targets and also qualify the names of their members.
 CLASS_LIKE = _f(
@@ -203,6 +246,8 @@ CLASS_LIKE = _f(
     "enum_declaration",
     "trait_item",
     "class",
+    "trait_declaration",
+    "object_declaration",
 )
 
 
@@ -312,6 +357,13 @@ def _name(node: ts.Node) -> str:
         if node.type == "pair":
             key = node.child_by_field_name("key")
             return _text(key).strip("'\"") if key is not None and key.type in ("property_identifier", "string") else ""
+    if node.type == "assignment_statement":  # Lua: `M.helper = function(x)`, `local f = function()`
+        names, values = node.named_children[0], node.named_children[-1]
+        if len(names.named_children) != 1 or len(values.named_children) != 1:
+            return ""
+        return _text(names.named_children[0]) if values.named_children[0].type == "function_definition" else ""
+    if node.type == "function_declaration" and node.child_by_field_name("name") is not None:
+        return _text(node.child_by_field_name("name")).replace(":", ".")  # Lua's `function Ledger:add`
     if node.type == "assignment_expression":  # a statement of its own, giving a property a function
         left, value = node.child_by_field_name("left"), node.child_by_field_name("right")
         if node.parent is None or node.parent.type != "expression_statement" or value is None:

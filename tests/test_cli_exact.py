@@ -663,3 +663,26 @@ def test_a_class_field_holding_a_function_is_rewritten_alone(tmp_path, scripted_
     result = run(str(path), "-f", "handleClick", "-i", add, "--apply")
     assert result.exit_code == 0, result.output
     assert path.read_text() == text.replace("    this.setState", "    console.log(event.type);\n    this.setState")
+
+
+@pytest.mark.parametrize(
+    "name,old,new",
+    [
+        ("ledger.rb", "note: note }", "note: note.to_s }"),
+        ("Ledger.php", "'note' => $note]", "'note' => $note ?? '']"),
+        ("Ledger.kt", "entries.add(amount)", "entries.add(amount * 1)"),
+        ("ledger.lua", "note = note }", "note = note or '' }"),
+    ],
+)
+def test_a_method_in_ruby_php_kotlin_and_lua_is_rewritten_in_place(tmp_path, scripted_model, name, old, new):
+    from tests.test_locate import SAMPLES
+
+    path = tmp_path / name
+    text = (SAMPLES / name).read_text()
+    path.write_text(text)
+    result = run(str(path), "-f", "Ledger.add", "-i", scripted((old, new)), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace(old, new)
+    broken = run(str(path), "-f", "Ledger.add", "-i", scripted((new, new + " (")), "--apply")
+    assert broken.exit_code == EXIT_UNPARSABLE and "does not parse" in broken.output  # checked in every language
+    assert path.read_text() == text.replace(old, new)

@@ -33,6 +33,10 @@ EXPECTED = {
     "vec.c": ("vec_push", 10, 23, 14),
     "matrix.cpp": ("Matrix.transpose", 18, 25, 21),
     "Library.cs": ("Library.Add", 11, 14, 13),
+    "ledger.rb": ("Ledger.add", 14, 18, 16),
+    "Ledger.php": ("Ledger.add", 16, 24, 20),
+    "Ledger.kt": ("Ledger.add", 9, 14, 12),
+    "ledger.lua": ("Ledger.add", 11, 15, 13),
 }
 
 
@@ -46,6 +50,25 @@ def load(name):
 def test_every_language_has_a_sample():
     covered = {language_for(SAMPLES / name).name for name in EXPECTED}
     assert covered == set(LANGUAGES) - {"tsx"}
+
+
+def test_the_editor_clients_start_the_server_for_every_language():
+    """VS Code's language ids and Neovim's file types for every language the server reads (the server goes by a
+    file's name; an editor that does not start it for a language's files offers nothing there)."""
+    import re
+
+    root = SAMPLES.parent
+    ids = {name: [name] for name in LANGUAGES}
+    ids |= {"javascript": ["javascript", "javascriptreact"], "tsx": ["typescriptreact"], "csharp": ["csharp"]}
+    wanted = {i for names in ids.values() for i in names}
+    extension = (root / "extension/vscode/src/extension.ts").read_text()
+    listed = re.search(r"const LANGUAGES = \[(.*?)\];", extension, re.DOTALL).group(1)
+    assert set(re.findall(r'"([a-z]+)"', listed)) == wanted
+    activation = (root / "extension/vscode/package.json").read_text()
+    assert set(re.findall(r'"onLanguage:([a-z]+)"', activation)) == wanted
+    nvim = (root / "extension/nvim/lua/editspec/init.lua").read_text()
+    filetypes = re.search(r"filetypes = \{(.*?)\}", nvim, re.DOTALL).group(1)
+    assert set(re.findall(r"'([a-z]+)'", filetypes)) == wanted - {"csharp"} | {"cs"}  # Neovim's name for C#
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

@@ -30,7 +30,23 @@ import {
   withoutRewrite,
 } from "./logic";
 
-const LANGUAGES = ["python", "javascript", "typescript", "typescriptreact", "go", "rust", "java", "c", "cpp", "csharp"];
+const LANGUAGES = [
+  "python",
+  "javascript",
+  "javascriptreact",
+  "typescript",
+  "typescriptreact",
+  "go",
+  "rust",
+  "java",
+  "c",
+  "cpp",
+  "csharp",
+  "ruby",
+  "php",
+  "kotlin",
+  "lua",
+];
 const RECENT_KEY = "editspec.recentInstructions";
 const PUT_BACK_ATTEMPTS = 3;
 /** How long the put-back waits for VS Code to say whether the rewrite's last edit went in. */

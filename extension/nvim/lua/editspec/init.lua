@@ -4,7 +4,10 @@ local M = {}
 
 M.config = {
   cmd = { 'editspec-lsp' },
-  filetypes = { 'python', 'javascript', 'typescript', 'typescriptreact', 'go', 'rust', 'java', 'c', 'cpp', 'cs' },
+  filetypes = {
+    'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact', 'go', 'rust', 'java', 'c', 'cpp', 'cs',
+    'ruby', 'php', 'kotlin', 'lua',
+  },
   root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
   settings = {}, -- passed as initializationOptions: model (coder, tiny or a GGUF path), draftModel, threads, gpuLayers, temperature, maxTokens, streaming, presets, ...
 }
