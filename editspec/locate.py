@@ -55,8 +55,10 @@ JS_DEFS = _f(
     "assignment_expression",
 )
 # Values that may share their lines with other code (an object's other keys, a statement's start): a definition
-# only when alone on them.
-SHARED_LINES = _f("pair", "field_definition", "public_field_definition", "assignment_expression", "assignment_statement")
+# only when alone on them. (`assignment_statement`: Lua's `M.f = function`.)
+SHARED_LINES = _f(
+    "pair", "field_definition", "public_field_definition", "assignment_expression", "assignment_statement"
+)
 JS_WRAPPERS = _f("export_statement", "lexical_declaration", "variable_declaration", "expression_statement")
 FUNCTION_VALUES = _f("arrow_function", "function_expression", "function", "generator_function", "class")
 # TypeScript's bodiless signatures: a declaration, or an overload (then grouped with the others of its name and
