@@ -613,3 +613,26 @@ def test_the_real_server_entry_point_exits_with_lsp_codes():
     proc.stdin.write(b"Content-Length: %d\r\n\r\n" % len(body) + body)
     proc.stdin.flush()
     assert proc.wait(20) == 1
+
+
+@pytest.mark.parametrize(
+    "name,header",
+    [
+        ("ledger.rb", "def balance"),
+        ("Ledger.php", "function balance"),
+        ("Ledger.kt", "fun balance"),
+        ("ledger.lua", "function Ledger:balance"),
+    ],
+)
+def test_a_rewrite_streams_into_a_ruby_php_kotlin_or_lua_file(client, name, header):
+    """The server goes by the file's name: the cursor's method is found and rewritten in place, nothing else."""
+    text = (ROOT / "samples" / name).read_text()
+    uri = f"file:///work/{name}"
+    client.editor.open(uri, text, language=name.rsplit(".", 1)[1])
+    line = text[: text.index(header)].count("\n")
+    inside = text.index("total", text.index(header))  # the first `total` of the balance method
+    old = text[inside : text.index("\n", inside)].strip()  # `total = 0`, `$total = 0;`, ...
+    new = old.replace(" 0", " 1 - 1")
+    result = rewrite_result(client, client.rewrite(uri, line + 1, 2, scripted((old, new))))
+    assert result["applied"] is True, result
+    assert client.editor.text(uri) == text.replace(old, new, 1)
