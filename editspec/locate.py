@@ -498,7 +498,7 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
             continue
         scope, headers = _scope(node, spec, source)
         start, end = _region(node, spec, source)
-        if node.type in SHARED_LINES and not _alone(source, start, end, _wrapped(node, spec)):
+        if node.type in SHARED_LINES and not _alone(source, end, _wrapped(node, spec)):
             continue  # `{ a: () => 1, b: () => 2 }`: its lines hold more than it, which a rewrite would replace
         found.append(
             Definition(
@@ -550,12 +550,13 @@ def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]
     return grouped
 
 
-def _alone(source: bytes, start: int, end: int, top: ts.Node) -> bool:
-    """Whether a definition's lines (`start`, `end`: its region) hold only it: before `top` (it with its wrappers)
-    indentation and leading comments, after it a comma or semicolon and a comment at most."""
-    head = source[start : top.start_byte]
+def _alone(source: bytes, end: int, top: ts.Node) -> bool:
+    """Whether a definition's lines hold only it (`top`: it with its wrappers; `end`: its region's end): before it
+    on its first line indentation, after it a comma or semicolon and a comment at most. (Its leading comments
+    are on lines of their own: see _region.)"""
+    head = source[source.rfind(b"\n", 0, top.start_byte) + 1 : top.start_byte]
     tail = source[top.end_byte : end].decode("utf-8", "replace")
-    return _only_comments(head) and bool(re.fullmatch(r"[,;]?[ \t]*(//.*|/\*.*)?\s*", tail))
+    return not head.strip() and bool(re.fullmatch(r"[,;]?[ \t]*(//.*|/\*.*|--.*|#.*)?\s*", tail))
 
 
 def _only_comments(gap: bytes) -> bool:

@@ -322,6 +322,13 @@ def test_csharp_members_with_code_are_definitions():
     assert find_at(defs, offset_of_line(source, 7)).name == "Shop.Cart.Count"
 
 
+def test_lua_functions_given_as_values_keep_their_leading_comments():
+    source = b"local M = {}\n\n-- Adds one.\nM.helper = function(x)\n  return x + 1\nend\n\n"
+    source += b"local t = { f = function() end }\n"
+    defs = definitions(source, language_for("a.lua"))
+    assert [(d.name, d.line, d.end_line) for d in defs] == [("M.helper", 3, 6)]
+
+
 def test_simple_names_and_suffixes_find_methods():
     _, _, defs = load("matrix.cpp")
     assert find_by_name(defs, "transpose").name == "linalg.Matrix.transpose"
