@@ -201,7 +201,8 @@ LANGUAGES = {
                 "trait_declaration",
                 "enum_declaration",
             ),
-            imports=_f("namespace_use_declaration", "namespace_definition"),
+            containers=_f("namespace_definition"),  # `namespace A { ... }` (`namespace A;` holds nothing)
+            imports=_f("namespace_use_declaration"),
         ),
         LanguageSpec(
             "kotlin",
@@ -701,7 +702,7 @@ def _lines_without_imports(text: str, spec: LanguageSpec) -> list[str]:
 
 
 # Of a language's import node types, the ones that bring a name in (not the file's own package or namespace line).
-_HEADER_ONLY = frozenset({"package_clause", "package_declaration"})
+_HEADER_ONLY = frozenset({"package_clause", "package_declaration", "package_header"})
 
 
 def leading_imports(answer: str, spec: LanguageSpec) -> tuple[list[str], str]:

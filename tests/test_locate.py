@@ -449,6 +449,18 @@ IMPORTS = [
         "use std::collections::HashMap;\n\nfn f() {}\n",
         "use std::fmt;\nuse std::collections::HashMap;\n\nfn f() {}\n",
     ),
+    (
+        "a.kt",
+        "package a\n\nimport java.io.File\n\nfun f() {}\n",
+        "import kotlin.math.abs\n\nfun f() = abs(-1)\n",
+        "package a\n\nimport java.io.File\nimport kotlin.math.abs\n\nfun f() {}\n",
+    ),
+    (
+        "a.php",
+        "<?php\n\nuse A\\B;\n\nfunction f() {}\n",
+        "use A\\C;\n\nfunction f() { return new C(); }\n",
+        "<?php\n\nuse A\\B;\nuse A\\C;\n\nfunction f() {}\n",
+    ),
 ]
 
 
@@ -456,7 +468,7 @@ IMPORTS = [
 def test_an_answer_s_leading_imports_go_where_the_file_s_imports_are(name, text, answer, expected):
     spec = language_for(name)
     imports, rest = leading_imports(answer, spec)
-    assert imports and rest.startswith(("def ", "function ", "func ", "fn "))
+    assert imports and rest.startswith(("def ", "function ", "func ", "fn ", "fun "))
     data = text.encode()
     target = data.rindex(b"\n", 0, data.index(b" f(")) + 1
     at, block = import_insertion(data, parse(data, spec), spec, target, imports)
@@ -470,11 +482,12 @@ def test_an_answer_s_leading_imports_go_where_the_file_s_imports_are(name, text,
         "def f():\n    import math\n",  # inside the function: the function's own business
         "# uses math\nimport math\n\ndef f():\n    pass\n",  # a comment first: not an answer that opens with imports
         "package main\n\nfunc f() {}\n",  # a package line is no import
+        "package a\n\nfun f() {}\n",  # (Kotlin's)
     ],
 )
 def test_answers_that_do_not_open_with_imports_are_left_as_they_are(answer):
-    spec = language_for("a.go" if answer.startswith("package") else "a.py")
-    assert leading_imports(answer, spec) == ([], answer)
+    name = "a.kt" if "fun " in answer else "a.go" if answer.startswith("package") else "a.py"
+    assert leading_imports(answer, language_for(name)) == ([], answer)
 
 
 @pytest.mark.parametrize(
