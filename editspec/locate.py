@@ -215,6 +215,31 @@ LANGUAGES = {
             imports=_f("import", "package_header"),
         ),
         LanguageSpec(
+            "swift",
+            "tree_sitter_swift",
+            "language",
+            (".swift",),
+            _f(
+                "function_declaration",
+                "init_declaration",
+                "deinit_declaration",
+                "subscript_declaration",
+                "property_declaration",
+                "class_declaration",
+                "protocol_declaration",
+                "protocol_function_declaration",
+            ),
+            leading=_f("comment", "multiline_comment"),
+            imports=_f("import_declaration"),
+        ),
+        LanguageSpec(
+            "bash",
+            "tree_sitter_bash",
+            "language",
+            (".sh", ".bash"),
+            _f("function_definition"),
+        ),
+        LanguageSpec(
             "lua",
             "tree_sitter_lua",
             "language",
@@ -235,6 +260,8 @@ ALIASES = {
     "golang": "go",
     "rb": "ruby",
     "kt": "kotlin",
+    "sh": "bash",
+    "shell": "bash",
 }
 # Classes are targets and also qualify the names of their members.
 CLASS_LIKE = _f(
@@ -251,6 +278,7 @@ CLASS_LIKE = _f(
     "class",
     "trait_declaration",
     "object_declaration",
+    "protocol_declaration",
 )
 
 
@@ -374,6 +402,12 @@ def _name(node: ts.Node) -> str:
         if value.type not in FUNCTION_VALUES or left is None or left.type != "member_expression":
             return ""
         return "".join(_text(left).split())
+    name = node.child_by_field_name("name")
+    if node.type == "property_declaration" and name is not None and name.type == "pattern":
+        # Swift: a computed property (`var balance: Int { ... }`), not a stored one or a local variable
+        return _text(name) if node.child_by_field_name("computed_value") is not None else ""
+    if node.type in ("init_declaration", "deinit_declaration", "subscript_declaration"):
+        return node.type.split("_")[0]  # Swift: `init`, `deinit`, `subscript`
     if node.type == "property_declaration":  # C#: one with code (`=> ...`, `get { ... }`), not `{ get; set; }`
         accessors = node.child_by_field_name("accessors")
         bodies = [a for a in (accessors.named_children if accessors else []) if a.child_by_field_name("body")]

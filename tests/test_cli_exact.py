@@ -672,17 +672,20 @@ def test_a_class_field_holding_a_function_is_rewritten_alone(tmp_path, scripted_
         ("Ledger.php", "'note' => $note]", "'note' => $note ?? '']"),
         ("Ledger.kt", "entries.add(amount)", "entries.add(amount * 1)"),
         ("ledger.lua", "note = note }", "note = note or '' }"),
+        ("Ledger.swift", "entries.append(amount)", "entries.append(amount * 1)"),
+        ("deploy.sh", 'echo "[$(date +%T)] $*"', "printf '%s\\n' \"[$(date +%T)] $*\""),
     ],
 )
-def test_a_method_in_ruby_php_kotlin_and_lua_is_rewritten_in_place(tmp_path, scripted_model, name, old, new):
+def test_a_method_in_ruby_php_kotlin_lua_swift_or_bash_is_rewritten_in_place(tmp_path, scripted_model, name, old, new):
     from tests.test_locate import SAMPLES
 
     path = tmp_path / name
     text = (SAMPLES / name).read_text()
     path.write_text(text)
-    result = run(str(path), "-f", "Ledger.add", "-i", scripted((old, new)), "--apply")
+    target = "log" if name.endswith(".sh") else "Ledger.add"
+    result = run(str(path), "-f", target, "-i", scripted((old, new)), "--apply")
     assert result.exit_code == 0, result.output
     assert path.read_text() == text.replace(old, new)
-    broken = run(str(path), "-f", "Ledger.add", "-i", scripted((new, new + " (")), "--apply")
-    assert broken.exit_code == EXIT_UNPARSABLE and "does not parse" in broken.output  # checked in every language
+    broken = run(str(path), "-f", target, "-i", scripted((new, new + " (")), "--apply")
+    assert broken.exit_code == EXIT_UNPARSABLE and "not written" in broken.output  # checked in every language
     assert path.read_text() == text.replace(old, new)

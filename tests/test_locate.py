@@ -37,6 +37,8 @@ EXPECTED = {
     "Ledger.php": ("Ledger.add", 16, 24, 20),
     "Ledger.kt": ("Ledger.add", 9, 14, 12),
     "ledger.lua": ("Ledger.add", 11, 15, 13),
+    "Ledger.swift": ("Ledger.balance", 18, 22, 20),
+    "deploy.sh": ("log", 6, 9, 8),
 }
 
 
@@ -58,17 +60,21 @@ def test_the_editor_clients_start_the_server_for_every_language():
     import re
 
     root = SAMPLES.parent
-    ids = {name: [name] for name in LANGUAGES}
-    ids |= {"javascript": ["javascript", "javascriptreact"], "tsx": ["typescriptreact"], "csharp": ["csharp"]}
-    wanted = {i for names in ids.values() for i in names}
+    vscode = {name: [name] for name in LANGUAGES} | {
+        "javascript": ["javascript", "javascriptreact"],
+        "tsx": ["typescriptreact"],
+        "bash": ["shellscript"],
+    }
+    nvim = vscode | {"csharp": ["cs"], "bash": ["sh", "bash"]}
+    ids = {i for names in vscode.values() for i in names}
     extension = (root / "extension/vscode/src/extension.ts").read_text()
     listed = re.search(r"const LANGUAGES = \[(.*?)\];", extension, re.DOTALL).group(1)
-    assert set(re.findall(r'"([a-z]+)"', listed)) == wanted
+    assert set(re.findall(r'"([a-z]+)"', listed)) == ids
     activation = (root / "extension/vscode/package.json").read_text()
-    assert set(re.findall(r'"onLanguage:([a-z]+)"', activation)) == wanted
-    nvim = (root / "extension/nvim/lua/editspec/init.lua").read_text()
-    filetypes = re.search(r"filetypes = \{(.*?)\}", nvim, re.DOTALL).group(1)
-    assert set(re.findall(r"'([a-z]+)'", filetypes)) == wanted - {"csharp"} | {"cs"}  # Neovim's name for C#
+    assert set(re.findall(r'"onLanguage:([a-z]+)"', activation)) == ids
+    lua = (root / "extension/nvim/lua/editspec/init.lua").read_text()
+    filetypes = re.search(r"filetypes = \{(.*?)\}", lua, re.DOTALL).group(1)
+    assert set(re.findall(r"'([a-z]+)'", filetypes)) == {i for names in nvim.values() for i in names}
 
 
 @pytest.mark.parametrize("name", sorted(EXPECTED))

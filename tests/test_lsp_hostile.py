@@ -622,6 +622,7 @@ def test_the_real_server_entry_point_exits_with_lsp_codes():
         ("Ledger.php", "function balance"),
         ("Ledger.kt", "fun balance"),
         ("ledger.lua", "function Ledger:balance"),
+        ("Ledger.swift", "var balance"),
     ],
 )
 def test_a_rewrite_streams_into_a_ruby_php_kotlin_or_lua_file(client, name, header):

@@ -46,6 +46,8 @@ const LANGUAGES = [
   "php",
   "kotlin",
   "lua",
+  "swift",
+  "shellscript",
 ];
 const RECENT_KEY = "editspec.recentInstructions";
 const PUT_BACK_ATTEMPTS = 3;

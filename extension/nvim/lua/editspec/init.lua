@@ -6,7 +6,7 @@ M.config = {
   cmd = { 'editspec-lsp' },
   filetypes = {
     'python', 'javascript', 'javascriptreact', 'typescript', 'typescriptreact', 'go', 'rust', 'java', 'c', 'cpp', 'cs',
-    'ruby', 'php', 'kotlin', 'lua',
+    'ruby', 'php', 'kotlin', 'lua', 'swift', 'sh', 'bash',
   },
   root_markers = { 'pyproject.toml', 'package.json', 'go.mod', 'Cargo.toml', '.git' },
   settings = {}, -- passed as initializationOptions: model (coder, tiny or a GGUF path), draftModel, threads, gpuLayers, temperature, maxTokens, streaming, presets, ...
