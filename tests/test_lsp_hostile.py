@@ -616,24 +616,24 @@ def test_the_real_server_entry_point_exits_with_lsp_codes():
 
 
 @pytest.mark.parametrize(
-    "name,header",
+    "name,header,old",
     [
-        ("ledger.rb", "def balance"),
-        ("Ledger.php", "function balance"),
-        ("Ledger.kt", "fun balance"),
-        ("ledger.lua", "function Ledger:balance"),
-        ("Ledger.swift", "var balance"),
+        ("ledger.rb", "def balance", "total = 0"),
+        ("Ledger.php", "function balance", "$total = 0;"),
+        ("Ledger.kt", "fun balance", "var total = 0"),
+        ("ledger.lua", "function Ledger:balance", "local total = 0"),
+        ("Ledger.swift", "var balance", "var total = 0"),
+        ("deploy.sh", "log()", 'echo "[$(date +%T)] $*"'),
     ],
 )
-def test_a_rewrite_streams_into_a_ruby_php_kotlin_or_lua_file(client, name, header):
-    """The server goes by the file's name: the cursor's method is found and rewritten in place, nothing else."""
+def test_a_rewrite_streams_into_a_file_of_another_language(client, name, header, old):
+    """The server goes by the file's name: the cursor's definition is found and rewritten in place, nothing else."""
     text = (ROOT / "samples" / name).read_text()
     uri = f"file:///work/{name}"
     client.editor.open(uri, text, language=name.rsplit(".", 1)[1])
     line = text[: text.index(header)].count("\n")
-    inside = text.index("total", text.index(header))  # the first `total` of the balance method
-    old = text[inside : text.index("\n", inside)].strip()  # `total = 0`, `$total = 0;`, ...
-    new = old.replace(" 0", " 1 - 1")
+    assert text.index(old) > text.index(header)  # in that definition
+    new = old.replace(" 0", " 1 - 1").replace("echo", "printf '%s\\n'")
     result = rewrite_result(client, client.rewrite(uri, line + 1, 2, scripted((old, new))))
     assert result["applied"] is True, result
     assert client.editor.text(uri) == text.replace(old, new, 1)
