@@ -554,7 +554,7 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
 # Overloads: TypeScript's bodiless signatures of one name, Python's `@overload` stubs, then (except in an interface
 # or a declaration file) the implementation. Apart, `--function parse` would match each of them and ask for a
 # line, and a rewrite of the implementation alone could not change the signatures its change needs; together
-# they are one definition.
+# they are one definition. So are a Python property's getter and its setter and deleter.
 PY_OVERLOAD = re.compile(rb"^[ \t]*@[ \t]*(?:\w+[ \t]*\.[ \t]*)*overload[ \t]*(?:#.*)?$", re.MULTILINE)
 
 
@@ -565,13 +565,22 @@ def _is_overload(d: Definition, source: bytes) -> bool:
     return d.kind == "function_definition" and bool(PY_OVERLOAD.search(source, d.start, d.node_start))
 
 
+def _is_accessor(d: Definition, source: bytes) -> bool:
+    """Python: a property's setter, deleter or getter (`@size.setter` above `def size`), which joins the property."""
+    if d.kind != "function_definition":
+        return False
+    name = re.escape(d.simple_name.encode())
+    accessor = rb"^[ \t]*@[ \t]*" + name + rb"[ \t]*\.[ \t]*(?:setter|deleter|getter)[ \t]*(?:#.*)?$"
+    return bool(re.compile(accessor, re.MULTILINE).search(source, d.start, d.node_start))
+
+
 def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]:
     grouped: list[Definition] = []
     open_group = False  # whether the last of `grouped` ends with an overload's signature
     for d in found:
         prev = grouped[-1] if grouped else None
         if (
-            open_group
+            (open_group or _is_accessor(d, source))
             and prev is not None
             and prev.name == d.name
             and prev.containers == d.containers

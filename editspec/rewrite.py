@@ -237,8 +237,14 @@ def common_indent(lines: list[str]) -> str:
 
 
 def dedent(text: str, indent: str) -> str:
+    """`text` without `indent` at its lines' starts; a blank line keeps only its line break (`line.lstrip()` took
+    that too, until the twenty-sixth session: a method's blank lines were gone from the code the model saw)."""
     return "".join(
-        line[len(indent) :] if line.startswith(indent) else line.lstrip() if not line.strip() else line
+        line[len(indent) :]
+        if line.startswith(indent)
+        else line[len(line.splitlines()[0]) :]
+        if not line.strip()
+        else line
         for line in text.splitlines(keepends=True)
     )
 

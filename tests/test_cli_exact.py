@@ -689,3 +689,44 @@ def test_a_method_in_ruby_php_kotlin_lua_swift_or_bash_is_rewritten_in_place(tmp
     broken = run(str(path), "-f", target, "-i", scripted((new, new + " (")), "--apply")
     assert broken.exit_code == EXIT_UNPARSABLE and "not written" in broken.output  # checked in every language
     assert path.read_text() == text.replace(old, new)
+
+
+def test_a_property_is_rewritten_with_its_setter(tmp_path, scripted_model):
+    """`--function Box.width` is the property's getter and setter together: a change to the setter is written (it
+    was two definitions of one name, and an answer holding both was refused as the same name twice)."""
+    text = (
+        "class Box:\n"
+        "    @property\n"
+        "    def width(self):\n"
+        "        return self._w\n\n"
+        "    @width.setter\n"
+        "    def width(self, value):\n"
+        "        self._w = value\n"
+    )
+    path = tmp_path / "box.py"
+    path.write_text(text)
+    old, new = "    self._w = value", "    self._w = max(0, value)"
+    result = run(str(path), "-f", "Box.width", "-i", scripted((old, new)), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace(old, new)
+
+
+@pytest.mark.parametrize("line_end", ["\n", "\r\n"])
+def test_a_method_s_blank_lines_are_shown_to_the_model_and_kept(tmp_path, scripted_model, line_end):
+    """A blank line inside an indented definition (no spaces on it) was dropped from the code the model saw, so a
+    rewrite that copied the method wrote it back without its blank lines."""
+    text = (
+        "class Box:\n"
+        "    def area(self):\n"
+        "        w = self.w\n"
+        "\n"
+        "        h = self.h\n"
+        "  \n"  # shorter than the method's indentation: blank all the same
+        "        return w * h\n"
+    ).replace("\n", line_end)
+    path = tmp_path / "box.py"
+    path.write_bytes(text.encode())
+    result = run(str(path), "-f", "Box.area", "-i", scripted(("return w * h", "return h * w")), "--apply")
+    assert result.exit_code == 0, result.output
+    expected = text.replace("return w * h", "return h * w").replace("  " + line_end, line_end)
+    assert path.read_bytes().decode() == expected

@@ -154,7 +154,7 @@ declare function g(a: string): void;
     assert listed.startswith("function parse(text: string, radix = 10)")  # the implementation's line
 
 
-def test_python_overload_stubs_belong_to_their_implementation():
+def test_python_overload_stubs_and_property_setters_belong_to_their_definition():
     source = b"""import typing
 
 
@@ -174,6 +174,10 @@ class Store:
     def size(self, value):
         pass
 
+    @other.setter
+    def size(self, value):
+        pass
+
 
 def get(key):
     return key
@@ -184,12 +188,12 @@ def get(key):
 """
     defs = definitions(source, language_for("a.py"))
     assert [(d.name, d.line, d.end_line) for d in defs] == [
-        ("Store", 4, 18),
+        ("Store", 4, 22),
         ("Store.get", 5, 10),
-        ("Store.size", 12, 14),  # a property's getter and setter are two functions: --line picks one
-        ("Store.size", 16, 18),
-        ("get", 21, 22),  # redefined, not overloaded: two definitions
-        ("get", 25, 26),
+        ("Store.size", 12, 18),  # a property with its setter
+        ("Store.size", 20, 22),  # another property's setter: not this one's
+        ("get", 25, 26),  # redefined, not overloaded: two definitions
+        ("get", 29, 30),
     ]
 
 
