@@ -562,7 +562,11 @@ def _is_overload(d: Definition, source: bytes) -> bool:
     """Whether a definition (not yet grouped) is an overload's signature, which the next one of its name joins."""
     if d.kind in SIGNATURES:
         return True
-    return d.kind == "function_definition" and bool(PY_OVERLOAD.search(source, d.start, d.node_start))
+    return (
+        d.kind == "function_definition"
+        and d.start < d.node_start
+        and bool(PY_OVERLOAD.search(source, d.start, d.node_start))
+    )
 
 
 def _is_accessor(d: Definition, source: bytes) -> bool:
@@ -580,11 +584,11 @@ def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]
     for d in found:
         prev = grouped[-1] if grouped else None
         if (
-            (open_group or _is_accessor(d, source))
-            and prev is not None
+            prev is not None
             and prev.name == d.name
             and prev.containers == d.containers
             and prev.end <= d.start
+            and (open_group or _is_accessor(d, source))
             and _only_comments(source[prev.end : d.start])
         ):
             grouped[-1] = replace(d, start=prev.start, line=prev.line)
