@@ -618,6 +618,21 @@ def outermost(defs: list[Definition]) -> list[Definition]:
     return [d for d in defs if not any(o is not d and o.start <= d.start and d.end <= o.end for o in defs)]
 
 
+def sharing_lines(defs: list[Definition], target: Definition) -> list[Definition]:
+    """The definitions that share the target's lines without being part of it: its parent or a neighbour on the
+    same line (`function total(xs) { const price = (x) => x.cost; ... }`, minified `function a(){} function
+    b(){}`). A rewrite replaces whole lines, so the target's code shows them and its answer must keep them. Not
+    the target, what it holds, or its overloads (of its name: one definition with it)."""
+    return [
+        d
+        for d in defs
+        if d.node_start < target.end
+        and target.start < d.node_end
+        and not (target.node_start <= d.node_start and d.node_end <= target.node_end)
+        and d.name != target.name
+    ]
+
+
 def find_by_name(defs: list[Definition], name: str) -> Definition:
     exact = [d for d in defs if d.name == name]
     matches = exact or [d for d in defs if d.simple_name == name or d.name.endswith("." + name)]

@@ -47,7 +47,10 @@ def edit_messages(
     scope: str = "",
     name: str = "",
     fence: str = FENCE,
+    shares_lines: bool = False,
 ) -> list[dict]:
+    """`shares_lines`: the code holds other definitions on the lines of `name`'s (see locate.sharing_lines), which
+    the answer must keep."""
     parts = []
     if context:
         # A list, not a code block: shown as code, a model tends to write the file's outline back first.
@@ -56,8 +59,11 @@ def edit_messages(
     inside = f" (it is inside `{scope.strip()}`)" if scope.strip() else ""
     parts.append(f"Code to edit{inside}:\n{fence}{language}\n{code.rstrip()}\n{fence}\n")
     parts.append(f"Instruction: {instruction.strip()}")
-    only = f" of `{name}` and nothing else" if name else ""
-    parts.append(f"Write the complete edited code{only}.")
+    if shares_lines and name:
+        parts.append(f"Write the complete edited code: `{name}` edited, everything else in it exactly as it is.")
+    else:
+        only = f" of `{name}` and nothing else" if name else ""
+        parts.append(f"Write the complete edited code{only}.")
     return [{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": "\n".join(parts)}]
 
 

@@ -39,6 +39,7 @@ from .locate import (
     parse,
     reparse_after_replace,
     same_code,
+    sharing_lines,
     syntax_errors,
     written_back,
 )
@@ -398,6 +399,7 @@ class RewriteResult:
     extra_definitions: list[str] = field(default_factory=list)  # refused definitions beside the one asked for
     helpers: list[str] = field(default_factory=list)  # new definitions written beside it (accepted)
     left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
+    dropped: list[str] = field(default_factory=list)  # definitions that shared the target's lines, left out
     imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
     imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
@@ -418,6 +420,12 @@ class RewriteResult:
             return (
                 f"the answer holds no definition: written, it would take {self.target.name} out of the file "
                 "(it may have been cut short)"
+            )
+        if self.dropped:
+            names = ", ".join(self.dropped[:4])
+            return (
+                f"the answer leaves out {names}, which shares a line with {self.target.name}: a rewrite replaces "
+                f"whole lines, so written, it would delete {names}"
             )
         if self.extra_definitions:
             also = ", ".join(self.extra_definitions[:4])
@@ -486,6 +494,7 @@ class RewriteResult:
             "extra_definitions": self.extra_definitions,
             "helpers": self.helpers,
             "left_out": self.left_out,
+            "dropped": self.dropped,
             "undefined_names": self.undefined_names,
             "bad_calls": self.bad_calls,
             "imports": self.imports,
@@ -573,7 +582,8 @@ class Rewriter:
         tree = tree or parse(data, spec)
         region = data[target.start : target.end].decode("utf-8")
         indent = common_indent(region.splitlines())
-        context = self._context(data, spec, target, definitions(data, spec, tree), tree)
+        defs = definitions(data, spec, tree)
+        context = self._context(data, spec, target, defs, tree)
         scope = target.containers[-1] if target.containers else ""
         prompt = prompts.edit_prompt_tokens(
             self.backend,
@@ -584,6 +594,7 @@ class Rewriter:
             scope,
             target.simple_name,
             fence=prompts.fence_for(region),
+            shares_lines=bool(sharing_lines(defs, target)),
         )
         return prompt, region, indent, len(context)
 
@@ -614,6 +625,7 @@ class Rewriter:
         data = source.text.encode("utf-8")
         tree = parse(data, spec)
         prompt, region, indent, n_context = self.prompt_tokens(source, spec, target, instruction, tree)
+        defs = definitions(data, spec, tree)
         job = _Job(
             source=source,
             spec=spec,
@@ -628,9 +640,8 @@ class Rewriter:
             indent=indent,
             n_context=n_context,
             opens_with_imports=bool(leading_imports(region, spec)[0]),
-            existing={
-                d.simple_name for d in definitions(data, spec, tree) if (d.start, d.end) != (target.start, target.end)
-            },
+            existing={d.simple_name for d in defs if (d.start, d.end) != (target.start, target.end)},
+            sharing={d.name: sum(o.name == d.name for o in defs) for d in sharing_lines(defs, target)},
             on_progress=on_progress,
         )
         code_tokens = len(self.backend.tokenize(region))
@@ -682,6 +693,12 @@ class Rewriter:
         new_tree = reparse_after_replace(job.tree, job.data, target.start, target.end, new_data, spec)
         new_end = target.start + len(new_region.encode("utf-8"))
         errors = introduced_errors(job.old_errors, new_tree, target.end, new_end)
+        if job.sharing:
+            kept = [d.name for d in definitions(new_data, spec, new_tree)]
+            dropped = [name for name, count in job.sharing.items() if kept.count(name) < count]
+            helpers = [h for h in helpers if all(h != name.rsplit(".", 1)[-1] for name in job.sharing)]
+        else:
+            dropped = []
         edits = text_edits(job.region, new_region, start_char)
         imports = new_imports(imports, file_imports(job.tree, spec, outside=(target.start, target.end)), spec)
         if imports:
@@ -713,6 +730,7 @@ class Rewriter:
             context_lines=job.n_context,
             extra_definitions=extra,
             helpers=helpers,
+            dropped=dropped,
             left_out=left_out,
             imports=imports,
             imports_at=imports_at,
@@ -945,6 +963,7 @@ class _Job:
     n_context: int
     opens_with_imports: bool  # the code shown opens with import statements of its own
     existing: set[str]
+    sharing: dict[str, int]  # other definitions on the target's lines (see sharing_lines): how many of each name
     on_progress: ProgressCallback | None
 
 

@@ -730,3 +730,47 @@ def test_a_method_s_blank_lines_are_shown_to_the_model_and_kept(tmp_path, script
     assert result.exit_code == 0, result.output
     expected = text.replace("return w * h", "return h * w").replace("  " + line_end, line_end)
     assert path.read_bytes().decode() == expected
+
+
+@pytest.mark.parametrize(
+    "name,text,target,kept,dropped",
+    [
+        (  # a function value inside its parent's one line
+            "total.js",
+            "export function total(items) { const price = (it) => it.cost * it.qty; return items.map(price).reduce"
+            "((a, b) => a + b, 0); }\n\nexport function count(items) {\n  return items.length;\n}\n",
+            "price",
+            ("it.cost", "it.price"),
+            (("export function total(items) { ", ""), (" return items.map(price).reduce((a, b) => a + b, 0); }", "")),
+        ),
+        (  # minified: two functions on one line
+            "min.js",
+            "function a(x){return x+1} function b(y){return y*2}\nconsole.log(a(1), b(2));\n",
+            "b",
+            ("y*2", "y*3"),
+            (("function a(x){return x+1} ", ""),),
+        ),
+        (  # a method on its class's one line
+            "Point.java",
+            "class Point { int x; int getX() { return x; } }\n",
+            "getX",
+            ("return x;", "return this.x;"),
+            (("class Point { int x; ", ""), (" }\n", "\n")),
+        ),
+    ],
+)
+def test_an_answer_that_leaves_out_a_definition_sharing_the_target_s_line_is_refused(
+    tmp_path, scripted_model, name, text, target, kept, dropped
+):
+    """A rewrite replaces the target's whole lines; when another definition shares them (its parent, a neighbour),
+    the code shown holds it too, and an answer with the target alone would delete it from the file."""
+    path = tmp_path / name
+    path.write_text(text)
+    refused = run(str(path), "-f", target, "-i", scripted(*dropped), "--apply")
+    assert refused.exit_code == EXIT_UNPARSABLE, refused.output
+    assert "leaves out" in refused.output and "shares a line with" in refused.output
+    assert path.read_text() == text
+    written = run(str(path), "-f", target, "-i", scripted(kept), "--apply", "--json")
+    assert written.exit_code == 0, written.output
+    assert path.read_text() == text.replace(*kept)
+    assert json.loads(written.stdout)["helpers"] == []  # what shares the line is not a new helper

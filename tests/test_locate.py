@@ -17,6 +17,7 @@ from editspec.locate import (
     new_imports,
     offset_of_line,
     parse,
+    sharing_lines,
     syntax_errors,
 )
 
@@ -546,3 +547,39 @@ def test_a_byte_order_mark_is_in_no_definition(name):
     assert first.start == 3 and data[first.start : first.end] == code.encode()
     assert offset_of_line(data, 1) == 3 and offset_of_line(data, 1, 2) == 4
     assert find_at(definitions(data, spec), offset_of_line(data, 1)) == first
+
+
+def test_definitions_sharing_a_target_s_lines_are_its_parent_and_neighbours_not_what_it_holds():
+    spec = language_for("x.ts")
+    data = (
+        b"function total(xs) { const price = (x) => x.cost; return xs.map(price); } function none() {}\n"
+        b"function f(a: string): string;\n"
+        b"function f(a: any) { const g = () => 1; return g(); }\n"
+        b"function h() {}\n"
+    )
+    defs = definitions(data, spec)
+    names = {d.name: d for d in defs}
+
+    def sharing(name):
+        return [d.name for d in sharing_lines(defs, names[name])]
+
+    assert sharing("price") == ["total", "none"]
+    assert sharing("total") == ["none"]  # price is part of total
+    assert sharing("none") == ["total", "price"]
+    assert sharing("f") == [] and sharing("h") == []  # its overload signature and what it holds are its own
+    assert sharing("g") == ["f"]
+
+    # The prompt asks for the code shown whole when it holds other definitions: "`price` and nothing else" is
+    # what a model obeys by leaving its parent out.
+    from editspec.rewrite import Rewriter, SourceFile
+    from tests.scripted import scripted_decoder
+
+    rewriter = Rewriter(scripted_decoder())
+
+    def last_line(name):
+        prompt = rewriter.prompt_tokens(SourceFile.from_bytes(data), spec, names[name], "Round it.")[0]
+        return rewriter.backend.detokenize(prompt).split("Instruction: Round it.\n", 1)[1].split("<|im_end|>", 1)[0]
+
+    whole = "Write the complete edited code: `price` edited, everything else in it exactly as it is."
+    assert last_line("price") == whole
+    assert last_line("h") == "Write the complete edited code of `h` and nothing else."
