@@ -618,19 +618,28 @@ def outermost(defs: list[Definition]) -> list[Definition]:
     return [d for d in defs if not any(o is not d and o.start <= d.start and d.end <= o.end for o in defs)]
 
 
-def sharing_lines(defs: list[Definition], target: Definition) -> list[Definition]:
+def sharing_lines(defs: list[Definition], target: Definition, source: bytes) -> list[Definition]:
     """The definitions that share the target's lines without being part of it: its parent or a neighbour on the
     same line (`function total(xs) { const price = (x) => x.cost; ... }`, minified `function a(){} function
-    b(){}`). A rewrite replaces whole lines, so the target's code shows them and its answer must keep them. Not
-    the target, what it holds, or its overloads (of its name: one definition with it)."""
+    b(){}`, a class closed on its last method's line). A rewrite replaces whole lines, so the target's code shows
+    them and its answer must keep them. Not the target, what it holds, or its overloads (of its name: one
+    definition with it), nor a class around it that begins on an earlier line and ends on a later one or where
+    the target ends (a Python class at its last method's end; comments after it aside)."""
+
+    def closes_after(d: Definition) -> bool:
+        tail = source[target.node_end : d.node_end].decode("utf-8", "replace")
+        return d.node_end > target.node_end and bool(COMMENTS.sub("", tail).strip())
+
     return [
         d
         for d in defs
-        if d.node_start < target.end
-        and target.start < d.node_end
+        if (target.start <= d.node_start < target.end or (target.start < d.node_end <= target.end and closes_after(d)))
         and not (target.node_start <= d.node_start and d.node_end <= target.node_end)
         and d.name != target.name
     ]
+
+
+COMMENTS = re.compile(r"/\*.*?\*/|(//|#|--)[^\n]*", re.DOTALL)
 
 
 def find_by_name(defs: list[Definition], name: str) -> Definition:

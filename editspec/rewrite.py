@@ -594,7 +594,7 @@ class Rewriter:
             scope,
             target.simple_name,
             fence=prompts.fence_for(region),
-            shares_lines=bool(sharing_lines(defs, target)),
+            shares_lines=bool(sharing_lines(defs, target, data)),
         )
         return prompt, region, indent, len(context)
 
@@ -641,7 +641,7 @@ class Rewriter:
             n_context=n_context,
             opens_with_imports=bool(leading_imports(region, spec)[0]),
             existing={d.simple_name for d in defs if (d.start, d.end) != (target.start, target.end)},
-            sharing={d.name: sum(o.name == d.name for o in defs) for d in sharing_lines(defs, target)},
+            sharing={d.name: sum(o.name == d.name for o in defs) for d in sharing_lines(defs, target, data)},
             on_progress=on_progress,
         )
         code_tokens = len(self.backend.tokenize(region))

@@ -556,18 +556,25 @@ def test_definitions_sharing_a_target_s_lines_are_its_parent_and_neighbours_not_
         b"function f(a: string): string;\n"
         b"function f(a: any) { const g = () => 1; return g(); }\n"
         b"function h() {}\n"
+        b"class K {\n  m() { return 1; }\n  n() {\n    return 2; } }\n"
     )
+    python = (
+        b"class P:\n    def a(self):\n        return 1\n\n    @property\n    def b(self):\n        return 2  # two\n"
+    )
+    pdefs = definitions(python, language_for("p.py"))
+    assert [sharing_lines(pdefs, d, python) for d in pdefs] == [[], [], []]  # P ends where b does
     defs = definitions(data, spec)
     names = {d.name: d for d in defs}
 
     def sharing(name):
-        return [d.name for d in sharing_lines(defs, names[name])]
+        return [d.name for d in sharing_lines(defs, names[name], data)]
 
     assert sharing("price") == ["total", "none"]
     assert sharing("total") == ["none"]  # price is part of total
     assert sharing("none") == ["total", "price"]
     assert sharing("f") == [] and sharing("h") == []  # its overload signature and what it holds are its own
     assert sharing("g") == ["f"]
+    assert sharing("K.m") == [] and sharing("K.n") == ["K"]  # the class's last line is n's
 
     # The prompt asks for the code shown whole when it holds other definitions: "`price` and nothing else" is
     # what a model obeys by leaving its parent out.
