@@ -693,7 +693,7 @@ class Rewriter:
         new_tree = reparse_after_replace(job.tree, job.data, target.start, target.end, new_data, spec)
         new_end = target.start + len(new_region.encode("utf-8"))
         errors = introduced_errors(job.old_errors, new_tree, target.end, new_end)
-        if job.sharing:
+        if job.sharing and not errors:
             kept = [d.name for d in definitions(new_data, spec, new_tree)]
             dropped = [name for name, count in job.sharing.items() if kept.count(name) < count]
             helpers = [h for h in helpers if all(h != name.rsplit(".", 1)[-1] for name in job.sharing)]
@@ -735,7 +735,8 @@ class Rewriter:
             imports=imports,
             imports_at=imports_at,
             unchanged=written_back(dedent(job.region, job.indent), code, spec),
-            defines_nothing=defines_nothing(dedent(job.region, job.indent), code, spec),
+            # (an answer that does not parse may only look empty to the parser: the parse error is the reason given)
+            defines_nothing=not errors and defines_nothing(dedent(job.region, job.indent), code, spec),
             undefined_names=undefined,
             bad_calls=bad_calls,
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),

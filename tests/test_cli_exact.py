@@ -371,6 +371,17 @@ def test_an_answer_with_no_definition_is_refused(two):
     assert forced.exit_code == 0 and "def total" not in two.read_text()  # --force writes what it is told
 
 
+def test_an_answer_that_does_not_parse_is_refused_as_such_not_as_holding_no_definition(tmp_path, scripted_model):
+    """Unbalanced braces leave the parser no function to see in the answer: the reason given is the parse error
+    (it had been "the answer holds no definition ... it may have been cut short")."""
+    text = "function f(a) {\n  if (a) {\n    return 1;\n  }\n  return 0;\n}\n\nfunction g() {\n  return f(1);\n}\n"
+    path = tmp_path / "f.js"
+    path.write_text(text)
+    result = run(str(path), "-f", "f", "-i", scripted(("  if (a) {\n", "  if (a) {\n  if (a) {\n")), "--apply")
+    assert result.exit_code == EXIT_UNPARSABLE and "does not parse (line 11" in result.output, result.output
+    assert "holds no definition" not in result.output and path.read_text() == text
+
+
 def test_a_preview_of_a_refused_result_exits_as_apply_would(two):
     """Without --apply nothing is written either way, but a script must be able to tell a refused result: the diff
     and the warning, then exit 5; --force takes the result, and a preview of an accepted one exits 0."""
@@ -751,11 +762,11 @@ def test_a_method_s_blank_lines_are_shown_to_the_model_and_kept(tmp_path, script
             (("function a(x){return x+1} ", ""),),
         ),
         (  # a method on its class's one line
-            "Point.java",
-            "class Point { int x; int getX() { return x; } }\n",
-            "getX",
-            ("return x;", "return this.x;"),
-            (("class Point { int x; ", ""), (" }\n", "\n")),
+            "point.rb",
+            "class Point; def x; @x; end; end\n",
+            "x",
+            ("@x;", "@x || 0;"),
+            (("class Point; ", ""), ("; end\n", "\n")),
         ),
     ],
 )
