@@ -661,12 +661,21 @@ def find_by_name(defs: list[Definition], name: str) -> Definition:
 
 
 def find_at(defs: list[Definition], offset: int, end: int | None = None) -> Definition:
-    """The innermost definition containing the byte range [offset, end]."""
+    """The innermost definition containing the byte range [offset, end]. Of definitions on the same lines (see
+    sharing_lines) the one whose own code holds the range, the innermost such: in `function a(){} function
+    b(){}` the cursor's function, not always the line's first."""
     end = offset if end is None else end
     inside = [d for d in defs if d.start <= offset < d.end and end <= d.end]
     if not inside:
         raise LocateError("no function, method or class there")
-    return min(inside, key=lambda d: d.end - d.start)
+
+    def outside(d: Definition) -> bool:
+        return not (d.node_start <= offset and end <= d.node_end)
+
+    # (before any of their code, the first: what `--line` alone takes)
+    return min(
+        inside, key=lambda d: (d.end - d.start, outside(d), d.node_start if outside(d) else d.node_end - d.node_start)
+    )
 
 
 def byte_offset(text: str, offset: int) -> int:

@@ -576,6 +576,18 @@ def test_definitions_sharing_a_target_s_lines_are_its_parent_and_neighbours_not_
     assert sharing("g") == ["f"]
     assert sharing("K.m") == [] and sharing("K.n") == ["K"]  # the class's last line is n's
 
+    def at(text):  # the definition at a piece of the first line (the cursor of an editor)
+        return find_at(defs, data.index(text.encode())).name
+
+    assert [at("function total"), at("price ="), at("x.cost"), at("xs.map"), at("none")] == [
+        "total",
+        "price",
+        "price",
+        "total",
+        "none",
+    ]
+    assert find_at(defs, 0).name == "total"  # the line's start: its first definition (what --line takes)
+
     # The prompt asks for the code shown whole when it holds other definitions: "`price` and nothing else" is
     # what a model obeys by leaving its parent out.
     from editspec.rewrite import Rewriter, SourceFile

@@ -270,3 +270,21 @@ def test_a_null_setting_is_its_default_again_and_one_left_out_keeps_its_value():
     assert (s.context_tokens, s.prefix_cache_mb, s.max_tokens, s.model) == (5, 0, 50, "tiny")
     s = updated(s, {"editspec": {"contextTokens": None, "prefixCacheMb": None, "maxTokens": None}})
     assert (s.context_tokens, s.prefix_cache_mb, s.max_tokens, s.model) == (256, 256, None, "tiny")
+
+
+def test_a_rewrite_that_would_delete_what_shares_the_target_s_line_is_put_back(make_client):
+    """`price` inside `total`'s one line: the answer with `price` alone streams in and is refused, and the document
+    ends as it was, `total` in it."""
+    c = start(make_client, delay=0.02)
+    uri = "file:///work/total.js"
+    text = (
+        "export function total(items) { const price = (it) => it.cost * it.qty; return items.map(price).length; }\n"
+        "\nexport function count(items) {\n  return items.length;\n}\n"
+    )
+    c.editor.open(uri, text, "javascript")
+    alone = scripted(("export function total(items) { ", ""), (" return items.map(price).length; }", ""))
+    reply = c.response(c.rewrite(uri, 0, 40, alone))
+    assert reply["result"]["applied"] is False and reply["result"]["reason"] == "refused", reply
+    assert c.editor.text(uri) == text
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert "leaves out total" in shown["params"]["message"]
