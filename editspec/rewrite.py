@@ -285,6 +285,11 @@ def top_level_definitions(data: bytes, spec: LanguageSpec) -> list[Definition]:
     return outermost([d for d in definitions(data, spec) if not d.containers and unindented(d.node_start)])
 
 
+def _inside(d: Definition, target: Definition) -> bool:
+    """Whether `d` is part of the target (it, or a definition in it: on its lines or not)."""
+    return target.node_start <= d.node_start and d.node_end <= target.node_end
+
+
 def _own_index(names: list[str], target: Definition, existing: set[str]) -> int | None:
     """Which of the answer's definitions stands for the target: the one of its name, else (a rename) the first
     that is not one of the file's other definitions; None if the answer only copies those."""
@@ -640,7 +645,11 @@ class Rewriter:
             indent=indent,
             n_context=n_context,
             opens_with_imports=bool(leading_imports(region, spec)[0]),
-            existing={d.simple_name for d in defs if (d.start, d.end) != (target.start, target.end)},
+            existing={
+                d.simple_name
+                for d in defs
+                if (d.start, d.end) != (target.start, target.end) or (_inside(d, target) and d.name != target.name)
+            },
             sharing={d.name: sum(o.name == d.name for o in defs) for d in sharing_lines(defs, target, data)},
             on_progress=on_progress,
         )

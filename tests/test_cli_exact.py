@@ -785,3 +785,19 @@ def test_an_answer_that_leaves_out_a_definition_sharing_the_target_s_line_is_ref
     assert written.exit_code == 0, written.output
     assert path.read_text() == text.replace(*kept)
     assert json.loads(written.stdout)["helpers"] == []  # what shares the line is not a new helper
+
+
+def test_a_parent_answered_with_only_the_function_it_holds_is_refused_not_taken_for_a_rename(tmp_path, scripted_model):
+    """`total` holds `price` on its one line: an answer with `price` alone was taken as `total` renamed to `price`,
+    deleting `total`; `price` is part of the file (inside the target, as a nested function on a line of its own
+    always was), so the answer writes one of the file's other definitions instead of the target: refused."""
+    text = "export function total(items) { const price = (it) => it.cost; return items.map(price).length; }\n"
+    path = tmp_path / "total.js"
+    path.write_text(text)
+    alone = scripted(("export function total(items) { ", ""), (" return items.map(price).length; }", ""))
+    result = run(str(path), "-f", "total", "-i", alone, "--apply")
+    assert result.exit_code == EXIT_UNPARSABLE and "also price" in result.output, result.output
+    assert path.read_text() == text
+    renamed = scripted(("function total", "function sum"))  # a rename of total itself is still one
+    assert run(str(path), "-f", "total", "-i", renamed, "--apply").exit_code == 0
+    assert path.read_text() == text.replace("function total", "function sum")
