@@ -618,6 +618,11 @@ def outermost(defs: list[Definition]) -> list[Definition]:
     return [d for d in defs if not any(o is not d and o.start <= d.start and d.end <= o.end for o in defs)]
 
 
+def part_of(d: Definition, target: Definition) -> bool:
+    """Whether `d` is part of the target: it, or a definition inside it (on its lines or not)."""
+    return target.node_start <= d.node_start and d.node_end <= target.node_end
+
+
 def sharing_lines(defs: list[Definition], target: Definition, source: bytes) -> list[Definition]:
     """The definitions that share the target's lines without being part of it: its parent or a neighbour on the
     same line (`function total(xs) { const price = (x) => x.cost; ... }`, minified `function a(){} function
@@ -634,7 +639,7 @@ def sharing_lines(defs: list[Definition], target: Definition, source: bytes) -> 
         d
         for d in defs
         if (target.start <= d.node_start < target.end or (target.start < d.node_end <= target.end and closes_after(d)))
-        and not (target.node_start <= d.node_start and d.node_end <= target.node_end)
+        and not part_of(d, target)
         and d.name != target.name
     ]
 

@@ -37,6 +37,7 @@ from .locate import (
     new_imports,
     outermost,
     parse,
+    part_of,
     reparse_after_replace,
     same_code,
     sharing_lines,
@@ -283,11 +284,6 @@ def top_level_definitions(data: bytes, spec: LanguageSpec) -> list[Definition]:
         return data[line_start : line_start + 1] not in (b" ", b"\t")
 
     return outermost([d for d in definitions(data, spec) if not d.containers and unindented(d.node_start)])
-
-
-def _inside(d: Definition, target: Definition) -> bool:
-    """Whether `d` is part of the target (it, or a definition in it: on its lines or not)."""
-    return target.node_start <= d.node_start and d.node_end <= target.node_end
 
 
 def _own_index(names: list[str], target: Definition, existing: set[str]) -> int | None:
@@ -579,15 +575,17 @@ class Rewriter:
         target: Definition,
         instruction: str,
         tree=None,
+        defs: list[Definition] | None = None,
     ) -> tuple[list[int], str, str, int]:
-        """(prompt tokens, the region's text, its common indentation, context lines used)."""
+        """(prompt tokens, the region's text, its common indentation, context lines used). `tree` and `defs`: the
+        file's parse and definitions, when the caller has them."""
         if not instruction.strip():
             raise RewriteError("the instruction is empty: say what to change")
         data = source.text.encode("utf-8")
         tree = tree or parse(data, spec)
         region = data[target.start : target.end].decode("utf-8")
         indent = common_indent(region.splitlines())
-        defs = definitions(data, spec, tree)
+        defs = definitions(data, spec, tree) if defs is None else defs
         context = self._context(data, spec, target, defs, tree)
         scope = target.containers[-1] if target.containers else ""
         prompt = prompts.edit_prompt_tokens(
@@ -629,8 +627,8 @@ class Rewriter:
     ) -> RewriteResult:
         data = source.text.encode("utf-8")
         tree = parse(data, spec)
-        prompt, region, indent, n_context = self.prompt_tokens(source, spec, target, instruction, tree)
         defs = definitions(data, spec, tree)
+        prompt, region, indent, n_context = self.prompt_tokens(source, spec, target, instruction, tree, defs)
         job = _Job(
             source=source,
             spec=spec,
@@ -648,7 +646,7 @@ class Rewriter:
             existing={
                 d.simple_name
                 for d in defs
-                if (d.start, d.end) != (target.start, target.end) or (_inside(d, target) and d.name != target.name)
+                if (d.start, d.end) != (target.start, target.end) or (part_of(d, target) and d.name != target.name)
             },
             sharing={d.name: sum(o.name == d.name for o in defs) for d in sharing_lines(defs, target, data)},
             on_progress=on_progress,
@@ -705,7 +703,7 @@ class Rewriter:
         if job.sharing and not errors:
             kept = [d.name for d in definitions(new_data, spec, new_tree)]
             dropped = [name for name, count in job.sharing.items() if kept.count(name) < count]
-            helpers = [h for h in helpers if all(h != name.rsplit(".", 1)[-1] for name in job.sharing)]
+            helpers = [h for h in helpers if h not in {name.rsplit(".", 1)[-1] for name in job.sharing}]
         else:
             dropped = []
         edits = text_edits(job.region, new_region, start_char)
