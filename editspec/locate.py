@@ -60,6 +60,7 @@ SHARED_LINES = _f(
     "pair", "field_definition", "public_field_definition", "assignment_expression", "assignment_statement"
 )
 JS_WRAPPERS = _f("export_statement", "lexical_declaration", "variable_declaration", "expression_statement")
+TS_WRAPPERS = JS_WRAPPERS | _f("ambient_declaration")  # `declare function f(): void;`
 FUNCTION_VALUES = _f("arrow_function", "function_expression", "function", "generator_function", "class")
 # TypeScript's bodiless signatures: a declaration, or an overload (then grouped with the others of its name and
 # the implementation that follows them: see _group_overloads).
@@ -92,7 +93,7 @@ LANGUAGES = {
             "language_typescript",
             (".ts", ".mts", ".cts"),
             TS_DEFS,
-            wrappers=JS_WRAPPERS,
+            wrappers=TS_WRAPPERS,
             imports=_f("import_statement"),
         ),
         LanguageSpec(
@@ -101,7 +102,7 @@ LANGUAGES = {
             "language_tsx",
             (".tsx",),
             TS_DEFS,
-            wrappers=JS_WRAPPERS,
+            wrappers=TS_WRAPPERS,
             imports=_f("import_statement"),
             fence="tsx",
         ),
@@ -325,6 +326,10 @@ class Definition:
     line: int  # 1-based line where the region starts
     end_line: int  # 1-based last line of the region
     containers: list[str] = field(default_factory=list)  # header lines of enclosing classes, outermost first
+    # Where its own text begins and ends within the region (leading comments, decorators and wrappers such as
+    # `export` included): what is before on its first line, or after on its last, is not its (see outside_code).
+    own_start: int = -1
+    own_end: int = -1
 
     @property
     def simple_name(self) -> str:
@@ -440,13 +445,16 @@ def _wrapped(node: ts.Node, spec: LanguageSpec) -> ts.Node:
     """The node with the wrappers that belong to it (decorators, `export`, `const`)."""
     top = node
     while top.parent is not None and top.parent.type in spec.wrappers:
-        if top.parent.type in ("lexical_declaration", "variable_declaration") and top.parent.named_child_count > 1:
-            break  # const a = () => 1, b = 2: the declaration is more than this function
+        if top.parent.type in ("lexical_declaration", "variable_declaration") and (
+            sum("comment" not in c.type for c in top.parent.named_children) > 1
+        ):
+            break  # const a = () => 1, b = 2: the declaration is more than this function (a comment in it is not)
         top = top.parent
     return top
 
 
-def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]:
+def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int, int, int]:
+    """The definition's lines (from the start of the first to the end of the last) and its own text in them."""
     top = _wrapped(node, spec)
     start = top.start_byte
     sibling = top.prev_sibling
@@ -464,7 +472,7 @@ def _region(node: ts.Node, spec: LanguageSpec, source: bytes) -> tuple[int, int]
     # Only the definition's own lines: stop at the end of its last line (keep what follows on that line).
     newline = source.find(b"\n", top.end_byte)
     end = len(source) if newline < 0 else newline + 1
-    return line_start, end
+    return line_start, end, start, top.end_byte
 
 
 PARSE_CHUNK = 1 << 12  # node.text on a tree parsed from chunks reads a chunk per node: keep them small
@@ -532,7 +540,7 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
         if not name:
             continue
         scope, headers = _scope(node, spec, source)
-        start, end = _region(node, spec, source)
+        start, end, own_start, own_end = _region(node, spec, source)
         if node.type in SHARED_LINES and not _alone(source, end, _wrapped(node, spec)):
             continue  # `{ a: () => 1, b: () => 2 }`: its lines hold more than it, which a rewrite would replace
         found.append(
@@ -546,6 +554,8 @@ def definitions(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) 
                 line_of(start),
                 line_of(max(start, end - 1)),
                 headers,
+                own_start,
+                own_end,
             )
         )
     return _group_overloads(found, source)
@@ -591,7 +601,7 @@ def _group_overloads(found: list[Definition], source: bytes) -> list[Definition]
             and (open_group or _is_accessor(d, source))
             and _only_comments(source[prev.end : d.start])
         ):
-            grouped[-1] = replace(d, start=prev.start, line=prev.line)
+            grouped[-1] = replace(d, start=prev.start, line=prev.line, own_start=prev.own_start)
         else:
             grouped.append(d)
         open_group = _is_overload(d, source)
@@ -642,6 +652,36 @@ def sharing_lines(defs: list[Definition], target: Definition, source: bytes) -> 
         and not part_of(d, target)
         and d.name != target.name
     ]
+
+
+def outside_code(tree: ts.Tree, target: Definition, source: bytes) -> tuple[list[bytes], list[bytes]]:
+    """The code on the target's lines that is not its own, as the parser's tokens: before it on its first line
+    (`let n = 0; function a(x) {`) and after it on its last (`} a(1);`; a lone comma or semicolon closing it
+    aside). A rewrite replaces whole lines, so the code shown holds it and an answer must keep it. Comments are
+    not counted."""
+    if target.own_start < 0:
+        return [], []
+    before = code_leaves(tree, target.start, target.own_start, source)
+    after = code_leaves(tree, target.own_end, target.end, source)
+    if after in ([b","], [b";"]):
+        after = []
+    return before, after
+
+
+def code_leaves(tree: ts.Tree, start: int, end: int, source: bytes) -> list[bytes]:
+    """The text of the tree's tokens that begin in [start, end), comments and empty (implicit) tokens left out."""
+    leaves: list[bytes] = []
+    stack = [tree.root_node]
+    while stack:
+        node = stack.pop()
+        if node.end_byte <= start or node.start_byte >= end or "comment" in node.type:
+            continue
+        if node.child_count == 0:
+            if start <= node.start_byte < end and node.end_byte > node.start_byte:
+                leaves.append(source[node.start_byte : node.end_byte])
+            continue
+        stack.extend(reversed(node.children))
+    return leaves
 
 
 COMMENTS = re.compile(r"/\*.*?\*/|(//|#|--)[^\n]*", re.DOTALL)

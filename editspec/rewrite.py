@@ -27,6 +27,7 @@ from .locate import (
     CLASS_LIKE,
     Definition,
     LanguageSpec,
+    code_leaves,
     definitions,
     error_offsets,
     file_context,
@@ -36,6 +37,7 @@ from .locate import (
     leading_imports,
     new_imports,
     outermost,
+    outside_code,
     parse,
     part_of,
     reparse_after_replace,
@@ -401,6 +403,7 @@ class RewriteResult:
     helpers: list[str] = field(default_factory=list)  # new definitions written beside it (accepted)
     left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
     dropped: list[str] = field(default_factory=list)  # definitions that shared the target's lines, left out
+    dropped_code: str = ""  # code that shared its first or last line, which the answer did not keep as it was
     imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
     imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
@@ -427,6 +430,12 @@ class RewriteResult:
             return (
                 f"the answer leaves out {names}, which shares a line with {self.target.name}: a rewrite replaces "
                 f"whole lines, so written, it would delete {names}"
+            )
+        if self.dropped_code:
+            return (
+                f"the answer does not keep `{self.dropped_code}`, which shares a line with {self.target.name}: a "
+                "rewrite replaces whole lines, so written, it would delete or change code outside "
+                f"{self.target.name}"
             )
         if self.extra_definitions:
             also = ", ".join(self.extra_definitions[:4])
@@ -496,6 +505,7 @@ class RewriteResult:
             "helpers": self.helpers,
             "left_out": self.left_out,
             "dropped": self.dropped,
+            "dropped_code": self.dropped_code,
             "undefined_names": self.undefined_names,
             "bad_calls": self.bad_calls,
             "imports": self.imports,
@@ -597,7 +607,7 @@ class Rewriter:
             scope,
             target.simple_name,
             fence=prompts.fence_for(region),
-            shares_lines=bool(sharing_lines(defs, target, data)),
+            shares_lines=bool(sharing_lines(defs, target, data)) or any(outside_code(tree, target, data)),
         )
         return prompt, region, indent, len(context)
 
@@ -649,6 +659,7 @@ class Rewriter:
                 if (d.start, d.end) != (target.start, target.end) or (part_of(d, target) and d.name != target.name)
             },
             sharing={d.name: sum(o.name == d.name for o in defs) for d in sharing_lines(defs, target, data)},
+            outside=outside_code(tree, target, data),
             on_progress=on_progress,
         )
         code_tokens = len(self.backend.tokenize(region))
@@ -706,6 +717,7 @@ class Rewriter:
             helpers = [h for h in helpers if h not in {name.rsplit(".", 1)[-1] for name in job.sharing}]
         else:
             dropped = []
+        dropped_code = "" if errors else _outside_lost(job, new_tree, new_data, new_end)
         edits = text_edits(job.region, new_region, start_char)
         imports = new_imports(imports, file_imports(job.tree, spec, outside=(target.start, target.end)), spec)
         if imports:
@@ -738,6 +750,7 @@ class Rewriter:
             extra_definitions=extra,
             helpers=helpers,
             dropped=dropped,
+            dropped_code=dropped_code,
             left_out=left_out,
             imports=imports,
             imports_at=imports_at,
@@ -972,7 +985,24 @@ class _Job:
     opens_with_imports: bool  # the code shown opens with import statements of its own
     existing: set[str]
     sharing: dict[str, int]  # other definitions on the target's lines (see sharing_lines): how many of each name
+    outside: tuple[list[bytes], list[bytes]]  # the code on its first and last line that is not its (outside_code)
     on_progress: ProgressCallback | None
+
+
+def _outside_lost(job: _Job, new_tree, new_data: bytes, new_end: int) -> str:
+    """The code on the target's first or last line outside it (outside_code) that the new lines do not keep, as
+    the file shows it, or "": the new lines must open with the same tokens as the old code before the target and
+    close with those after it (layout and comments aside)."""
+    before, after = job.outside
+    if not before and not after:
+        return ""
+    new = code_leaves(new_tree, job.target.start, new_end, new_data)
+    lost = []
+    if new[: len(before)] != before or len(new) < len(before) + len(after):
+        lost.append(job.data[job.target.start : job.target.own_start])
+    if after and new[-len(after) :] != after:
+        lost.append(job.data[job.target.own_end : job.target.end])
+    return " … ".join(" ".join(part.decode("utf-8", "replace").split()) for part in lost if part.strip())
 
 
 class _Answer:

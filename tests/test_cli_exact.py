@@ -787,6 +787,55 @@ def test_an_answer_that_leaves_out_a_definition_sharing_the_target_s_line_is_ref
     assert json.loads(written.stdout)["helpers"] == []  # what shares the line is not a new helper
 
 
+@pytest.mark.parametrize(
+    "name,text,target,kept,lost",
+    [
+        (  # a call after the closing brace
+            "call.js",
+            "function a(x) {\n  return x + 1\n} a(1);\nconsole.log(a(2));\n",
+            "a",
+            ("x + 1", "x + 2"),
+            ((" a(1);", ""),),
+        ),
+        ("let.js", "let n = 0; function a(x) { return x + n }\n", "a", ("x + n", "n + x"), (("let n = 0; ", ""),)),
+        (
+            "v.go",
+            "package m\n\nfunc a() int { return 1 }; var v = 2\n",
+            "a",
+            ("return 1", "return 3"),
+            (("; var v = 2", ""),),
+        ),
+        (  # the typedef's names
+            "p.c",
+            "typedef struct P {\n  int x;\n} P, *PP;\n\nint get(PP p) { return p->x; }\n",
+            "P",
+            ("int x;", "long x;"),
+            (("typedef ", ""), ("} P, *PP;", "};")),
+        ),
+    ],
+)
+def test_an_answer_that_leaves_out_code_sharing_the_target_s_line_is_refused(
+    tmp_path, scripted_model, name, text, target, kept, lost
+):
+    """Code that is no definition can share the target's first or last line too; the code shown holds it, and an
+    answer without it (or with it changed) would delete it from the file: refused, nothing written. Kept, the
+    answer is written, on a line of its own too."""
+    path = tmp_path / name
+    path.write_text(text)
+    refused = run(str(path), "-f", target, "-i", scripted(*lost), "--apply", "--json")
+    assert refused.exit_code == EXIT_UNPARSABLE, refused.output
+    assert "which shares a line with" in json.loads(refused.stdout)["problem"]
+    assert json.loads(refused.stdout)["dropped_code"] in {"a(1);", "let n = 0;", "; var v = 2", "typedef … P, *PP;"}
+    assert path.read_text() == text
+    written = run(str(path), "-f", target, "-i", scripted(kept), "--apply")
+    assert written.exit_code == 0, written.output
+    assert path.read_text() == text.replace(*kept)
+    if name == "call.js":  # the same code laid out otherwise is kept
+        path.write_text(text)
+        assert run(str(path), "-f", "a", "-i", scripted(("} a(1);", "}\na(1);")), "--apply").exit_code == 0
+        assert path.read_text() == text.replace("} a(1);", "}\na(1);")
+
+
 def test_a_parent_answered_with_only_the_function_it_holds_is_refused_not_taken_for_a_rename(tmp_path, scripted_model):
     """`total` holds `price` on its one line: an answer with `price` alone was taken as `total` renamed to `price`,
     deleting `total`; `price` is part of the file (inside the target, as a nested function on a line of its own

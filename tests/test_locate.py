@@ -16,6 +16,7 @@ from editspec.locate import (
     leading_imports,
     new_imports,
     offset_of_line,
+    outside_code,
     parse,
     sharing_lines,
     syntax_errors,
@@ -602,3 +603,37 @@ def test_definitions_sharing_a_target_s_lines_are_its_parent_and_neighbours_not_
     whole = "Write the complete edited code: `price` edited, everything else in it exactly as it is."
     assert last_line("price") == whole
     assert last_line("h") == "Write the complete edited code of `h` and nothing else."
+
+
+@pytest.mark.parametrize(
+    "name,text,target,before,after",
+    [
+        ("a.js", "function a(x){\n  return x + 1\n} a(1); // call it\n", "a", "", "a ( 1 ) ;"),
+        ("a.js", "let n = 0; /* then */ function a(x){ return x + n }\n", "a", "let n = 0 ;", ""),
+        ("a.js", "const a = () => 1, b = 2;\n", "a", "const", ", b = 2 ;"),  # the declaration is more than a
+        ("a.js", "const a = () => 1 // one\n;\n", "a", "", ""),  # a comment inside it does not make it more
+        ("a.js", "export function a(x) {\n  return x\n};  // ends\n", "a", "", ""),  # a closing semicolon is its
+        ("a.d.ts", "export declare function a(x: number): void;\n", "a", "", ""),  # `declare` is its own
+        ("a.go", "package m\n\nfunc a() int { return 1 }; var v = 2\n", "a", "", "; var v = 2"),
+        ("a.c", "typedef struct P {\n  int x;\n} P, *PP;\n", "P", "typedef", "P , * PP ;"),
+        ("a.py", "@cache\ndef a(): return 1; x = 2\n", "a", "", ""),  # x = 2 is a's body: Python shares no line
+    ],
+)
+def test_the_code_on_a_definition_s_lines_that_is_not_its_own(name, text, target, before, after):
+    """A rewrite replaces the target's whole lines, so the code on them that is not the target's (a call after
+    its closing brace, a statement before it, the rest of a declaration) is in the code shown, and an answer must
+    keep it (see tests/test_cli_exact.py)."""
+    data = text.encode()
+    spec = language_for(name)
+    tree = parse(data, spec)
+    found = find_by_name(definitions(data, spec, tree), target)
+    assert [b" ".join(part).decode() for part in outside_code(tree, found, data)] == [before, after]
+    # and the prompt asks for the code shown whole, not for "`a` and nothing else", which a model obeys by
+    # leaving that code out
+    from editspec.rewrite import Rewriter, SourceFile
+    from tests.scripted import scripted_decoder
+
+    rewriter = Rewriter(scripted_decoder())
+    prompt = rewriter.backend.detokenize(rewriter.prompt_tokens(SourceFile.from_bytes(data), spec, found, "Go.")[0])
+    whole = f"`{target}` edited, everything else in it exactly as it is." in prompt
+    assert whole == bool(before or after)
