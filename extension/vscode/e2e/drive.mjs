@@ -282,13 +282,17 @@ try {
   await page.keyboard.type(env("EDITSPEC_E2E_TYPED"));
   const typedMidway = (await progressShown(page)) > 0;
   execSync("pkill -KILL -f ' -m lsp$'");
+  // The user types on: each key is a change the client writes to the dead server's pipe.
+  await page.keyboard.type(env("EDITSPEC_E2E_TYPED_AFTER"));
   log("server killed", { changedBeforeKill: changedBeforeKill !== "finished", typedMidway, lastLine, cursor: await cursorLine(page) });
   let killMessage;
+  let toastsAfterKill;
   try {
     killMessage = await waitFor("the message after the kill", async () => {
       const toasts = page.locator(".notifications-toasts .notification-toast", { hasText: "back as it was" });
       return (await toasts.count()) ? toasts.first().innerText() : null;
     }, 30000, 100);
+    toastsAfterKill = await page.locator(".notifications-toasts .notification-toast").allInnerTexts();
   } catch (e) {
     // What the user saw instead: every toast's text, every notification (a toast hides after a while), the editor's
     // text and a screenshot.
@@ -343,6 +347,7 @@ try {
     killedMidway: changedBeforeKill !== "finished",
     typedMidway,
     killMessage,
+    toastsAfterKill,
     afterKill,
     hiddenMidway: changedBeforeHide !== "finished" && streamedWhileHidden > 0,
     hiddenKillMessage,

@@ -7,6 +7,8 @@ import {
   ApplyWorkspaceEditResult,
   CodeActionRequest,
   DidChangeConfigurationNotification,
+  ErrorAction,
+  ErrorHandler,
   ExecuteCommandRequest,
   LanguageClient,
   LanguageClientOptions,
@@ -291,11 +293,26 @@ function createClient(context: vscode.ExtensionContext): LanguageClient {
   const settings = readSettings();
   const { command, args } = serverCommand(settings);
   const serverOptions: ServerOptions = { command, args };
+  let restarts: ErrorHandler | undefined; // vscode-languageclient's own, made once the client is
   const clientOptions: LanguageClientOptions = {
     documentSelector: LANGUAGES.map((language) => ({ scheme: "file", language })),
     initializationOptions: initializationOptions(settings),
-    connectionOptions: { maxRestartCount: 2 },
+    connectionOptions: { maxRestartCount: MAX_RESTARTS },
+    // A server that died (a crash, a kill) is started again, and the user hears of it from the rewrite it broke
+    // ("the function is back as it was"). Every key typed meanwhile is a write to its closed pipe: with the
+    // default handler each failed write was an error toast of its own (three of them hid the put-back's message)
+    // and the fourth shut the client down for good, with no server for the next rewrite.
+    errorHandler: {
+      error: (error) => {
+        log(`the connection to the server failed: ${error.message}`);
+        return { action: ErrorAction.Continue, handled: true };
+      },
+      closed: () => (restarts ??= languageClient.createDefaultErrorHandler(MAX_RESTARTS)).closed(),
+    },
     middleware: {
+      // (the server started again reads the whole document when it is opened there)
+      didChange: (event, next) =>
+        next(event).catch((e: Error) => log(`a change of ${event.document.uri.toString()} not sent: ${e.message}`)),
       // Code actions carry `editspec.rewrite`: run it through our flow (instruction box, progress, one undo).
       executeCommand: async (cmd, cmdArgs, next) => {
         if (cmd === "editspec.rewrite" && cmdArgs.length === 1) {
@@ -305,8 +322,12 @@ function createClient(context: vscode.ExtensionContext): LanguageClient {
       },
     },
   };
-  return new LanguageClient("editspec", "EditSpec", serverOptions, clientOptions);
+  const languageClient = new LanguageClient("editspec", "EditSpec", serverOptions, clientOptions);
+  return languageClient;
 }
+
+/** How often the server is started again after it dies, within 3 minutes (vscode-languageclient's rule). */
+const MAX_RESTARTS = 2;
 
 async function askInstruction(context: vscode.ExtensionContext): Promise<string | undefined> {
   const recent = context.globalState.get<string[]>(RECENT_KEY, []);

@@ -107,6 +107,7 @@ function fakes(config = {}) {
     async start() { this.started = true; }
     async stop() { this.stopped = true; }
     isRunning() { return this.started === true && this.stopped !== true; }
+    createDefaultErrorHandler(max) { return { closed: () => ({ action: "restart", max }) }; }
     onRequest(type, f) { this.handlers[type.method] = f; }
     onProgress(type, token, f) { calls.progressListener = f; return { dispose() {} }; }
     sendNotification(type, params) { calls.notifications.push({ method: type.method, params }); }
@@ -126,6 +127,7 @@ function fakes(config = {}) {
     ExecuteCommandRequest: { type: { method: "workspace/executeCommand" } },
     CodeActionRequest: { type: { method: "textDocument/codeAction" } },
     DidChangeConfigurationNotification: { type: { method: "workspace/didChangeConfiguration" } },
+    ErrorAction: { Continue: 1, Shutdown: 2 },
     ApplyWorkspaceEditRequest: { type: { method: "workspace/applyEdit" } },
     WorkDoneProgress: { type: { method: "$/progress" } },
     WorkDoneProgressCancelNotification: { type: { method: "window/workDoneProgress/cancel" } },
@@ -268,6 +270,25 @@ function type(f, at, text) {
   d.text = d.text.slice(0, at) + text + d.text.slice(at);
   d.version += 1;
 }
+
+test("a server that died is started again, and keys typed meanwhile (writes to its closed pipe) show no errors", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const { errorHandler, middleware } = f.calls.clients[0].clientOptions;
+  // vscode-languageclient's own handler shut the client down at the fourth failed write, with an error toast each
+  for (const count of [1, 4, 9]) {
+    assert.deepEqual(await errorHandler.error(new Error("write EPIPE"), undefined, count), { action: 1, handled: true });
+  }
+  assert.deepEqual(await errorHandler.closed(), { action: "restart", max: 2 }); // its restart rule stays
+  let sent = 0;
+  const event = { document: { uri: { toString: () => "file:///w/a.py" } } };
+  await middleware.didChange(event, async () => { sent++; });
+  await middleware.didChange(event, async () => { throw new Error("write EPIPE"); }); // no rejection: no toast
+  assert.equal(sent, 1);
+  assert.ok(f.calls.log.some((line) => /a change of file:\/\/\/w\/a.py not sent: write EPIPE/.test(line)), f.calls.log);
+  assert.ok(f.calls.log.some((line) => /the connection to the server failed: write EPIPE/.test(line)));
+  assert.equal(f.calls.messages.length, 0);
+});
 
 test("a server that stops half-way through a rewrite: the document is put back, in the rewrite's undo step", async () => {
   const f = fakes();
