@@ -338,11 +338,18 @@ def rewrite(
         if several:
             if file == "-":
                 fail(f"several {option} need a file, not standard input", EXIT_INPUT)
-            targets = list({(t.start, t.end): t for t in targets}.values())  # one definition given twice: once
+            targets = list({(t.name, t.start, t.end): t for t in targets}.values())  # one given twice: once
             for a in targets:
                 for b in targets:
-                    if a is not b and a.start <= b.start and b.end <= a.end:
+                    if a is not b and a.start <= b.start and b.end <= a.end and (a.start, a.end) != (b.start, b.end):
                         fail(f"{b.name} is inside {a.name} (both given with {option}): give one of them", EXIT_INPUT)
+                    if a is not b and a.start <= b.start < a.end:
+                        # Each rewrite replaces whole lines: the second would be placed by the first's old lines.
+                        fail(
+                            f"{a.name} and {b.name} share a line (both given with {option}); a rewrite replaces "
+                            "whole lines: give one of them",
+                            EXIT_INPUT,
+                        )
         target = targets[0]
     except (RewriteError, LocateError) as e:
         fail(str(e), EXIT_INPUT)

@@ -957,6 +957,8 @@ def moved(target: Definition, result: RewriteResult) -> Definition:
         end=target.end + shift,
         node_start=target.node_start + shift,
         node_end=target.node_end + shift,
+        own_start=target.own_start + shift,
+        own_end=target.own_end + shift,
         line=target.line + lines,
         end_line=target.end_line + lines,
     )

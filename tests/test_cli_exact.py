@@ -128,6 +128,28 @@ def test_several_functions_a_class_among_them(two):
     assert two.read_text() == expected
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        "function a(x) {\n  return x + 1\n} function b(y) {\n  return y * 2\n}\n",  # a's last line is b's first
+        "function a(x){return x+1} function b(y){return y*2}\n",  # one line
+    ],
+)
+def test_several_functions_that_share_a_line_are_refused_before_the_model_runs(tmp_path, scripted_model, text):
+    """Each rewrite replaces its target's whole lines, and several are placed by where their definitions were: with
+    a line shared, b's rewrite (a rename) moved the end of a's lines, and a's rewrite then cut `function bee(y) {`
+    to `function bee(y){`, exit 0; on one line the two were taken for one definition and only b was asked for."""
+    path = tmp_path / "ab.js"
+    path.write_text(text)
+    both = scripted(("x + 1", "x + 10"), ("function b(y)", "function bee(y)"), ("x+1", "x+10"))
+    result = run(str(path), "-f", "a", "-f", "b", "-i", both, "--apply")
+    assert result.exit_code == EXIT_INPUT and "a and b share a line" in result.output, result.output
+    assert path.read_text() == text
+    only_a = scripted(("x + 1", "x + 10"), ("x+1", "x+10"))
+    assert run(str(path), "-f", "a", "-f", "a", "-i", only_a, "--apply").exit_code == 0  # one given twice: once
+    assert path.read_text() == text.replace("x + 1", "x + 10").replace("x+1", "x+10")
+
+
 def test_several_lines_rewrite_each_definition_there_as_several_functions_do(two):
     """`-l 5 -l 10` rewrites the definitions at both lines (it rewrote only the last one given, silently), and so
     do two `--range`; two lines in one definition rewrite it once; a definition inside another given too is
