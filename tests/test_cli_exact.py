@@ -150,6 +150,21 @@ def test_several_functions_that_share_a_line_are_refused_before_the_model_runs(t
     assert path.read_text() == text.replace("x + 1", "x + 10").replace("x+1", "x+10")
 
 
+def test_a_function_moved_down_by_the_imports_another_s_rewrite_added_is_judged_where_it_now_is(
+    tmp_path, scripted_model
+):
+    """`second` (rewritten first: bottom-up) adds `import math` above `first`; `first` is then judged at its new
+    place, its own code too (taken at the old offsets, the tail of its last line read as code beside it that the
+    answer had to keep, and a correct answer was refused)."""
+    text = "def first(x):\n    return x + 1\n\n\ndef second(y):\n    return y * 2\n"
+    path = tmp_path / "m.py"
+    path.write_text(text)
+    edit = scripted(("return x + 1", "return x + 2"), ("def second(y):", "import math\n\n\ndef second(y):"))
+    result = run(str(path), "-f", "first", "-f", "second", "-i", edit, "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == "import math\n\n" + text.replace("x + 1", "x + 2")
+
+
 def test_several_lines_rewrite_each_definition_there_as_several_functions_do(two):
     """`-l 5 -l 10` rewrites the definitions at both lines (it rewrote only the last one given, silently), and so
     do two `--range`; two lines in one definition rewrite it once; a definition inside another given too is
