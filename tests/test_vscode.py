@@ -49,4 +49,4 @@ def test_npm_test(tmp_path):
     )
     run = subprocess.run(["npm", "test"], cwd=EXTENSION, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
-    assert "# fail 0" in run.stdout and "# pass 27" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
+    assert "# fail 0" in run.stdout and "# pass 28" in run.stdout, run.stdout[-4000:] + run.stderr[-2000:]
