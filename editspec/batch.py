@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pathspec
 
-from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, language_for
+from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, language_for, part_of
 from .rewrite import (
     Progress,
     RewriteError,
@@ -123,9 +123,12 @@ def collect_files(roots: Iterable[Path], globs: Sequence[str] = ()) -> list[Path
     return found
 
 
-def select_functions(defs: list[Definition], patterns: str | Sequence[str]) -> list[Definition]:
+def select_functions(
+    defs: list[Definition], patterns: str | Sequence[str], left_out: list[tuple[str, str]] | None = None
+) -> list[Definition]:
     """Functions and methods whose name matches a pattern; never one inside another (their regions would
-    overlap)."""
+    overlap: the outer one's rewrite holds it), nor two sharing a line (`function a(){} function b(){}`): the
+    second is added to `left_out` as (name, why), as it is not rewritten."""
     patterns = [patterns] if isinstance(patterns, str) else list(patterns)
     chosen: list[Definition] = []
     for d in defs:
@@ -134,6 +137,14 @@ def select_functions(defs: list[Definition], patterns: str | Sequence[str]) -> l
         if not any(fnmatch.fnmatchcase(d.name, p) or fnmatch.fnmatchcase(d.simple_name, p) for p in patterns):
             continue
         if chosen and d.start < chosen[-1].end:
+            if left_out is not None and not part_of(d, chosen[-1]):
+                left_out.append(
+                    (
+                        d.name,
+                        f"not rewritten: it shares a line with {chosen[-1].name}, whose rewrite replaces that line "
+                        f"(rewrite it alone: editspec rewrite FILE -f {d.name})",
+                    )
+                )
             continue
         chosen.append(d)
     return chosen
@@ -145,6 +156,7 @@ class FileJob:
     language: LanguageSpec
     targets: list[Definition]
     raw: bytes = b""  # the file as planned: a worker rewrites this, and it is written only if still on disk
+    left_out: list[tuple[str, str]] = field(default_factory=list)  # matching functions not rewritten, and why
 
 
 def plan(
@@ -162,9 +174,10 @@ def plan(
         except RewriteError as e:
             unreadable.append((path, str(e)))
             continue
-        targets = select_functions(definitions(source.text.encode("utf-8"), spec), pattern)
+        left_out: list[tuple[str, str]] = []
+        targets = select_functions(definitions(source.text.encode("utf-8"), spec), pattern, left_out)
         if targets:
-            jobs.append(FileJob(path, spec, targets, source.raw))
+            jobs.append(FileJob(path, spec, targets, source.raw, left_out))
     return jobs, unreadable
 
 
@@ -246,6 +259,7 @@ def rewrite_source(
 def finish_file(job: FileJob, current: str, outcome: FileOutcome, apply: bool) -> FileOutcome:
     """What only the driver does with a rewritten file: the diff, and with `apply` the atomic write, refused
     when the file on disk is no longer the one that was planned (then the file is skipped)."""
+    outcome.notes.extend(job.left_out)
     source = SourceFile.from_bytes(job.raw, job.path)
     if current == source.text:
         return outcome

@@ -65,8 +65,10 @@ def test_collect_asks_git_inside_a_work_tree(tmp_path, monkeypatch):
 def test_select_functions_only_and_never_overlapping():
     source = b"class A:\n    def f(self):\n        def inner():\n            pass\n\n    def g(self):\n        pass\n"
     spec = language_for("x.py")
-    chosen = select_functions(definitions(source, spec), "*")
+    left_out = []
+    chosen = select_functions(definitions(source, spec), "*", left_out)
     assert [d.name for d in chosen] == ["A.f", "A.g"]
+    assert left_out == []  # `inner` is rewritten with f (see test_batch_exact for one sharing a line)
     assert [d.name for d in select_functions(definitions(source, spec), "g")] == ["A.g"]
     # Several patterns: what any of them matches, each once, in the file's order.
     assert [d.name for d in select_functions(definitions(source, spec), ["A.g", "f", "g*"])] == ["A.f", "A.g"]

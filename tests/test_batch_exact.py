@@ -74,6 +74,22 @@ def test_a_function_that_reads_a_name_nothing_defines_is_rewritten_with_a_note(t
     assert note.strip().startswith("note: ") and "shapes.py: total_area: the new total_area uses `rounded`" in note
 
 
+def test_a_function_sharing_a_line_with_a_rewritten_one_is_named_as_not_rewritten(tmp_path, scripted_model):
+    """`a` and `b` on one line: a rewrite replaces whole lines, so only `a` is rewritten (its prompt asks for the rest
+    of its line as it is); `b` was left out silently, as if done."""
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    (tree / "m.js").write_text("function a(x){return x+1} function b(y){return y*2}\n")
+    args = ["batch", str(tree), "-i", scripted(("x+1", "x+10")), "--apply", "--json", str(tmp_path / "r.json")]
+    result = CliRunner().invoke(main, [*args, "-q", "--state", str(tmp_path / "s.json")])
+    assert result.exit_code == 0, result.output
+    assert (tree / "m.js").read_text() == "function a(x){return x+10} function b(y){return y*2}\n"
+    note = next(line for line in result.stderr.splitlines() if line.strip().startswith("note:"))
+    assert "m.js: b: not rewritten: it shares a line with a" in note and "editspec rewrite FILE -f b" in note
+    (outcome,) = json.loads((tmp_path / "r.json").read_text())["files"]
+    assert [name for name, _ in outcome["notes"]] == ["b"]
+
+
 def test_a_function_whose_calls_no_longer_fit_is_rewritten_with_a_note(tmp_path, scripted_model):
     tree = make_tree(tmp_path, ("shapes.py",))
     shapes = tree / "shapes.py"
