@@ -17,6 +17,8 @@ import symtable
 from collections import Counter
 from dataclasses import dataclass
 
+from . import pysource
+
 Function = ast.FunctionDef | ast.AsyncFunctionDef
 
 
@@ -200,11 +202,10 @@ def _self_name(fn: Function) -> str | None:
 
 def mismatches(text: str) -> list[Mismatch] | None:
     """Every call in the file that one of its own functions cannot take (None: the file does not parse)."""
-    try:
-        tree = ast.parse(text)
-        top = symtable.symtable(text, "<file>", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):
+    parsed = pysource.tables(text)
+    if parsed is None:
         return None
+    tree, top = parsed
     funcs = _module_functions(tree, top)
     overrides = _overridden(tree)
     # A method whose name is also set on an object (`self.NAME = ...`) may be an instance's attribute instead.

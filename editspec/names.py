@@ -15,6 +15,8 @@ import ast
 import builtins
 import symtable
 
+from . import pysource
+
 MODULE_DUNDERS = {"__file__", "__name__", "__doc__", "__builtins__", "__spec__", "__loader__", "__package__",
                   "__path__", "__annotations__", "__dict__", "__debug__", "__class__"}  # fmt: skip
 # Calls that can define module names no statement shows (`globals().update(Enum.__members__)`, as ssl and re do):
@@ -26,11 +28,10 @@ BUILTINS = set(dir(builtins)) | MODULE_DUNDERS
 def _tables(text: str) -> tuple[ast.Module, symtable.SymbolTable] | None:
     """The module's syntax tree and symbol table, or None where names cannot be decided (no parse, a star
     import, a call that can define names unseen)."""
-    try:
-        tree = ast.parse(text)
-        top = symtable.symtable(text, "<file>", "exec")
-    except (SyntaxError, ValueError, RecursionError, MemoryError):  # nested too deep for the parser: no note
+    parsed = pysource.tables(text)
+    if parsed is None:  # (nested too deep for the parser, say): no note
         return None
+    tree, top = parsed
     for n in ast.walk(tree):
         if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
             return None

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import calls, names, prompts
+from . import calls, names, prompts, pysource
 from .decoding import PREFIX_CACHE_MB, Decoder
 from .engine import Round, Stats
 from .locate import (
@@ -404,6 +404,7 @@ class RewriteResult:
     left_out: list[str] = field(default_factory=list)  # the file's other definitions the model went on to copy
     dropped: list[str] = field(default_factory=list)  # definitions that shared the target's lines, left out
     dropped_code: str = ""  # code that shared its first or last line, which the answer did not keep as it was
+    compile_error: str = ""  # Python: why the new file does not compile where the old one did ("line 6: ...")
     imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
     imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
@@ -447,6 +448,8 @@ class RewriteResult:
         if self.errors:
             line, col = self.errors[0]
             return f"the rewritten file does not parse (line {line}, column {col})"
+        if self.compile_error:
+            return f"the rewritten file does not compile in Python where the old one did ({self.compile_error})"
         return None
 
     def undefined_note(self) -> str | None:
@@ -506,6 +509,7 @@ class RewriteResult:
             "left_out": self.left_out,
             "dropped": self.dropped,
             "dropped_code": self.dropped_code,
+            "compile_error": self.compile_error,
             "undefined_names": self.undefined_names,
             "bad_calls": self.bad_calls,
             "imports": self.imports,
@@ -647,6 +651,7 @@ class Rewriter:
             data=data,
             tree=tree,
             old_errors=error_offsets(tree),
+            old_compiles=spec.name == "python" and pysource.compile_error(source.text) is None,
             fence=prompts.fence_for(region),
             prompt=prompt,
             region=region,
@@ -728,6 +733,7 @@ class Rewriter:
             imports_at = (len(new_text[:at].encode("utf-8")), block)
         else:
             imports_at = (0, "")
+        compile_error = pysource.compile_error(new_text) if job.old_compiles and not errors else None
         undefined = self._names_brought_in(job, new_text, new_region, start_char, imports_at[1]) if not errors else []
         bad_calls = (
             [m.text() for m in calls.calls_brought_in(job.source.text, new_text)]
@@ -751,6 +757,7 @@ class Rewriter:
             helpers=helpers,
             dropped=dropped,
             dropped_code=dropped_code,
+            compile_error=compile_error or "",
             left_out=left_out,
             imports=imports,
             imports_at=imports_at,
@@ -979,6 +986,7 @@ class _Job:
     data: bytes
     tree: object
     old_errors: set[int]  # where the file's own syntax errors start (bytes)
+    old_compiles: bool  # Python: the file compiles, as this Python sees it (see pysource)
     fence: str  # the prompt's code fence, longer than any run of backticks in the code
     prompt: list[int]
     region: str

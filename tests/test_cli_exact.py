@@ -853,6 +853,37 @@ def test_an_answer_that_leaves_out_what_shares_the_target_s_line_is_refused(
         assert path.read_text() == text.replace("} a(1);", "}\na(1);")
 
 
+def test_a_python_rewrite_that_python_would_not_compile_is_refused_though_tree_sitter_parses_it(
+    tmp_path, scripted_model
+):
+    """tree-sitter's Python grammar takes more than Python does: a block mixing tabs and spaces inconsistently (a line
+    copied with its tabs, a new one with spaces), a Python 2 print statement. Such an answer was written, exit 0,
+    and the module no longer imported. A file Python does not compile in the first place (Python 2 here) is not
+    held to it."""
+    text = 'PATTERN = "\\d+"\n\n\nclass A:\n\tdef f(self, x):\n\t\tif x:\n\t\t\treturn 1\n\t\treturn 2\n'
+    path = tmp_path / "t.py"
+    path.write_text(text)
+    for answer, said in [
+        (("\treturn 2", "\tprint(x)\n    return 2"), "line 9: unindent does not match any outer indentation level"),
+        (("\treturn 2", "\tprint 'x'\n\treturn 2"), "line 8: Missing parentheses in call to 'print'"),
+    ]:
+        refused = run(str(path), "-f", "A.f", "-i", scripted(answer), "--apply", "--json")
+        assert refused.exit_code == EXIT_UNPARSABLE, refused.output
+        problem = json.loads(refused.stdout)["problem"]
+        assert (
+            problem.startswith("the rewritten file does not compile in Python where the old one did")
+            and said in problem
+        )
+        assert path.read_text() == text
+    written = run(str(path), "-f", "A.f", "-i", scripted(("\treturn 2", "\tprint(x)\n\treturn 2")), "--apply")
+    assert written.exit_code == 0, written.output
+    python2 = "def f(x):\n    return x\n\n\ndef g():\n    print 'g'\n"
+    path.write_text(python2)
+    kept = run(str(path), "-f", "f", "-i", scripted(("return x", "return x + 1")), "--apply")
+    assert kept.exit_code == 0, kept.output
+    assert path.read_text() == python2.replace("return x", "return x + 1")
+
+
 def test_a_parent_answered_with_only_the_function_it_holds_is_refused_not_taken_for_a_rename(tmp_path, scripted_model):
     """`total` holds `price` on its one line: an answer with `price` alone was taken as `total` renamed to `price`,
     deleting `total`; `price` is part of the file (inside the target, as a nested function on a line of its own

@@ -155,3 +155,21 @@ def test_a_nested_class_body_does_not_see_its_enclosing_class():
     old = "class Outer:\n    size = 3\n\n    class Inner:\n        def grow(self, n):\n            return n\n"
     new = old.replace("def grow(self, n):", "def grow(self, n=size):")
     assert names_brought_in(old, (5, 6), new, (5, 6)) == ["size"]
+
+
+def test_python_s_view_of_a_file_shows_none_of_its_warnings():
+    """The file's warnings are its own, not the rewrite's: an invalid escape sequence (a SyntaxWarning on stderr from
+    Python 3.12 on, printed under the rewrite's diff) is not shown when the checks parse or compile it."""
+    import warnings
+
+    from editspec import pysource
+
+    text = 'PATTERN = "\\d+"\n'
+    with warnings.catch_warnings(record=True) as shown:
+        warnings.simplefilter("always")
+        assert pysource.tables(text) is not None and pysource.compile_error(text) is None
+        assert names_brought_in(text, (1, 1), text + "x = PATTERN\n", (2, 2)) == []
+    assert shown == []
+    assert pysource.compile_error("def f():\n\tif 1:\n\t\treturn 1\n        return 2\n") == (
+        "line 4: inconsistent use of tabs and spaces in indentation"
+    )
