@@ -668,13 +668,14 @@ def outside_code(tree: ts.Tree, target: Definition, source: bytes) -> tuple[list
     return before, after
 
 
-def code_leaves(tree: ts.Tree, start: int, end: int, source: bytes) -> list[bytes]:
-    """The text of the tree's tokens that begin in [start, end), comments and empty (implicit) tokens left out."""
+def code_leaves(tree: ts.Tree, start: int, end: int, source: bytes, skip: frozenset[str] = frozenset()) -> list[bytes]:
+    """The text of the tree's tokens that begin in [start, end), comments, empty (implicit) tokens and the nodes
+    of the types in `skip` left out."""
     leaves: list[bytes] = []
     stack = [tree.root_node]
     while stack:
         node = stack.pop()
-        if node.end_byte <= start or node.start_byte >= end or "comment" in node.type:
+        if node.end_byte <= start or node.start_byte >= end or "comment" in node.type or node.type in skip:
             continue
         if node.child_count == 0:
             if start <= node.start_byte < end and node.end_byte > node.start_byte:
@@ -799,18 +800,7 @@ def same_code(a: str, b: str, spec: LanguageSpec) -> bool:
 
 
 def _code_tokens(source: bytes, spec: LanguageSpec) -> list[bytes]:
-    tokens: list[bytes] = []
-    stack = [parse(source, spec).root_node]
-    while stack:
-        node = stack.pop()
-        if "comment" in node.type or node.type in spec.imports:
-            continue
-        if node.child_count == 0:
-            if node.end_byte > node.start_byte:
-                tokens.append(source[node.start_byte : node.end_byte])
-            continue
-        stack.extend(reversed(node.children))
-    return tokens
+    return code_leaves(parse(source, spec), 0, len(source), source, skip=spec.imports)
 
 
 def _lines_without_imports(text: str, spec: LanguageSpec) -> list[str]:

@@ -651,7 +651,6 @@ class Rewriter:
             data=data,
             tree=tree,
             old_errors=error_offsets(tree),
-            old_compiles=spec.name == "python" and pysource.compile_error(source.text) is None,
             fence=prompts.fence_for(region),
             prompt=prompt,
             region=region,
@@ -733,7 +732,9 @@ class Rewriter:
             imports_at = (len(new_text[:at].encode("utf-8")), block)
         else:
             imports_at = (0, "")
-        compile_error = pysource.compile_error(new_text) if job.old_compiles and not errors else None
+        compile_error = pysource.compile_error(new_text) if spec.name == "python" and not errors else None
+        if compile_error and pysource.compile_error(job.source.text):
+            compile_error = None  # the old file did not compile either (Python 2, newer syntax): not the rewrite's
         undefined = self._names_brought_in(job, new_text, new_region, start_char, imports_at[1]) if not errors else []
         bad_calls = (
             [m.text() for m in calls.calls_brought_in(job.source.text, new_text)]
@@ -986,7 +987,6 @@ class _Job:
     data: bytes
     tree: object
     old_errors: set[int]  # where the file's own syntax errors start (bytes)
-    old_compiles: bool  # Python: the file compiles, as this Python sees it (see pysource)
     fence: str  # the prompt's code fence, longer than any run of backticks in the code
     prompt: list[int]
     region: str
