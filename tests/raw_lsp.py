@@ -75,14 +75,19 @@ class Editor:
         return self.docs[uri][0]
 
     def change(self, uri: str, start: int, end: int, new: str) -> None:
-        """The user (or an edit) replaces text[start:end] with new."""
-        text, version = self.docs[uri]
-        rng = {"start": lsp_position(text, start), "end": lsp_position(text, end)}
-        self.docs[uri] = [text[:start] + new + text[end:], version + 1]
-        change = {"range": rng, "text": new} if self.incremental else {"text": self.docs[uri][0]}
-        self.client.notify(
-            "textDocument/didChange", {"textDocument": {"uri": uri, "version": version + 1}, "contentChanges": [change]}
-        )
+        """The user (or an edit) replaces text[start:end] with new. Under the client's write lock, as one step with
+        sending it: the user's typing (the test's thread) and the server's edits (the reader's) must not interleave
+        between reading the document and telling the server, or the server would get two changes of the same
+        version, or a later version first (an editor's UI thread does both in turn)."""
+        with self.client.write_lock:
+            text, version = self.docs[uri]
+            rng = {"start": lsp_position(text, start), "end": lsp_position(text, end)}
+            self.docs[uri] = [text[:start] + new + text[end:], version + 1]
+            change = {"range": rng, "text": new} if self.incremental else {"text": self.docs[uri][0]}
+            self.client.notify(
+                "textDocument/didChange",
+                {"textDocument": {"uri": uri, "version": version + 1}, "contentChanges": [change]},
+            )
 
     def apply_edit(self, params: dict):
         if self.hook is not None:
@@ -92,6 +97,10 @@ class Editor:
         return self.apply_normally(params)
 
     def apply_normally(self, params: dict, check_version: bool = True) -> dict:
+        with self.client.write_lock:  # the version checked is the version edited (see `change`)
+            return self._apply(params, check_version)
+
+    def _apply(self, params: dict, check_version: bool) -> dict:
         edit = params["edit"]
         if "documentChanges" in edit:
             (change,) = edit["documentChanges"]
@@ -138,7 +147,7 @@ class RawClient:
         self.responses: dict = {}
         self.next_id = 0
         self.editor = Editor(self, incremental)
-        self.write_lock = threading.Lock()
+        self.write_lock = threading.RLock()  # held across a document change and its didChange (Editor.change)
         self.reader = threading.Thread(target=self._read, daemon=True)
         self.reader.start()
         self.stderr: list[bytes] = []
