@@ -203,6 +203,16 @@ class RawClient:
                 self.lock.wait(min(left, 0.2))
 
     def _read(self) -> None:
+        """The reader thread. If it fails (a bad frame, an edit the editor cannot place), the server is killed:
+        nothing would read its output any more, and a test writing to it would block for good once it stopped
+        reading its input; killed, the test fails at its next write or wait, and pytest shows the reader's error."""
+        try:
+            self._read_messages()
+        except BaseException:
+            self.proc.kill()
+            raise
+
+    def _read_messages(self) -> None:
         out = self.proc.stdout
         while True:
             headers = {}
