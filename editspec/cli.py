@@ -418,19 +418,13 @@ def print_notes(result, quiet: bool) -> None:
     """What the user should know about how the answer came about."""
     if quiet:
         return
-    name = result.target.name
     if result.left_out:
         err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
     for warning in result.warnings():
         err.print(f"note: {warning}", highlight=False)
-    look = result.second_look
+    look = result.second_look_note("--no-second-look keeps the first answer")
     if look:
-        err.print(
-            f"note: the model first wrote {name} back unchanged; this is its likeliest answer that changes it "
-            f"(a second look, from line {look['forked_at_line']} of its first answer on; --no-second-look keeps "
-            "the first)",
-            highlight=False,
-        )
+        err.print(f"note: {look}", highlight=False)
     elif result.unchanged_note():
         err.print(f"note: {result.unchanged_note()}", highlight=False)
 

@@ -485,6 +485,19 @@ class RewriteResult:
             return f"the model wrote {self.target.name} back unchanged; say more precisely what to change"
         return None
 
+    def second_look_note(self, keep_first: str) -> str | None:
+        """What to tell the user of an answer that comes from a second look: the model's first answer was the code
+        as it was, which is right when the code already does what was asked (the second look then changes it
+        anyway: on 35 CanItEdit reference solutions given their own instruction, 10 changes broke the code).
+        `keep_first`: how this front end keeps the first answer."""
+        if not self.second_look:
+            return None
+        return (
+            f"the model first wrote {self.target.name} back unchanged; this is its likeliest answer that changes it "
+            f"(a second look, from line {self.second_look['forked_at_line']} of its first answer on). If the code "
+            f"already did what you asked, keep it as it was: {keep_first}"
+        )
+
     @property
     def changed(self) -> bool:
         return self.new_text != self.source.text

@@ -475,6 +475,10 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
         )
         if result.second_look:
             summary += " · a second look: the first answer was the function unchanged"
+            ls.show(
+                result.second_look_note("undo puts it back; the setting secondLook: false keeps the first answer"),
+                types.MessageType.Info,
+            )
         elif result.unchanged_note():
             ls.show(result.unchanged_note(), types.MessageType.Info)
         for warning in result.warnings():

@@ -107,6 +107,10 @@ def test_second_look_forks_an_unchanged_answer_and_can_be_switched_off(make_clie
     assert result["applied"] is True and result["second_look"] is second_look
     if second_look:
         assert c.editor.text(URI) == HEAD + TOTAL.replace("return s", "return s + 0")
+        # the user is told, as on the command line: the code may have done what was asked already
+        shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+        assert shown["params"]["type"] == 3 and "first wrote total back unchanged" in shown["params"]["message"]
+        assert "undo puts it back" in shown["params"]["message"]
     else:
         assert c.editor.text(URI) == HEAD + TOTAL and result["changed"] is False
         shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")

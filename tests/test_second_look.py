@@ -79,6 +79,11 @@ def test_an_unchanged_answer_gets_the_likeliest_fork_that_changes_the_code():
     assert "".join(p.text for p in result.pieces) == FIXED  # the pieces are of the answer kept
     assert result.trace["output"].startswith(FIXED) and result.trace["second_look"]
     assert result.unchanged_note() is None
+    note = result.second_look_note("--no-second-look keeps the first answer")
+    assert note.startswith("the model first wrote transcribe back unchanged") and "from line 3 of" in note
+    assert note.endswith(
+        "If the code already did what you asked, keep it as it was: --no-second-look keeps the first answer"
+    )
 
 
 def test_every_fork_starts_from_the_first_answers_state_and_reads_only_its_own_token():
@@ -162,6 +167,7 @@ def test_without_a_second_look_or_without_a_fork_that_changes_it_the_answer_is_t
     result = rewrite_with([SOURCE, FIXED], near=[8.0], second_look=False)
     assert result.unchanged and not result.changed and not result.second_look
     assert result.unchanged_note() == "the model wrote transcribe back unchanged; say more precisely what to change"
+    assert result.second_look_note("--no-second-look") is None
     result = rewrite_with([SOURCE, COMMENTED.replace("# done", "pass"), BROKEN], near=[8.0, 9.0])
     assert result.new_text != SOURCE and result.second_look  # `pass` is code: a change
     result = rewrite_with([SOURCE, BROKEN, IMPORTED, COMMENTED, TRAILING], near=[8.0, 9.0, 9.5, 9.6])
