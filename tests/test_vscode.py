@@ -46,6 +46,9 @@ def test_npm_test(tmp_path):
         EDITSPEC_EXPECTED=str(tmp_path / "expected.py"),
         EDITSPEC_INSTRUCTION=INSTRUCTION,
         EDITSPEC_SERVER_MODULE="tests.scripted_lsp",
+        # A pace for the answer: without one the scripted model can finish before the server's first edit goes
+        # out, and its progress then comes as one (seen once in CI on a busy machine: "streamed 1 edits").
+        EDITSPEC_SCRIPTED_DELAY="0.01",
     )
     run = subprocess.run(["npm", "test"], cwd=EXTENSION, env=env, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-4000:] + run.stderr[-2000:]
