@@ -1,7 +1,7 @@
 // Drives a real VS Code (code-server) in headless Chromium the way a user would, and reports what it saw.
 // Run by tests/test_vscode_real.py, which installs the packaged extension, starts code-server and checks the
-// report against the rewrite's answer as its speculation trace shows it. Every wait is bounded; a step that times out throws. The last step
-// kills the language server half-way through a rewrite.
+// report against the rewrite's answer as its speculation trace shows it. Every wait is bounded; a step that times
+// out throws. The last steps kill the language server half-way through a rewrite.
 //
 // Environment: EDITSPEC_E2E_URL (code-server's workbench URL with ?folder=), EDITSPEC_E2E_FILE (the file,
 // relative to the workspace), EDITSPEC_E2E_LINE (1-based line inside the function), EDITSPEC_E2E_INSTRUCTION,
