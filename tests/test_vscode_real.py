@@ -195,7 +195,9 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
         for log in server.user_data.glob("logs/*/exthost*/output_logging_*/*EditSpec.log"):
             shutil.copy(log, out / "editspec-output.log")  # the extension's own account of each rewrite
     (out / "drive.log").write_text(drive.stdout + drive.stderr)
-    assert drive.returncode == 0, drive.stdout[-3000:] + drive.stderr[-3000:]
+    extension_log = out / "editspec-output.log"
+    extension_log = extension_log.read_text()[-3000:] if extension_log.exists() else "(no extension log)"
+    assert drive.returncode == 0, f"{drive.stdout[-3000:]}{drive.stderr[-3000:]}\nthe extension's log:\n{extension_log}"
     report = json.loads((out / "report.json").read_text())
 
     assert report["original"] == CODE

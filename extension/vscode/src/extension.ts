@@ -52,9 +52,11 @@ const LANGUAGES = [
   "shellscript",
 ];
 const RECENT_KEY = "editspec.recentInstructions";
-const PUT_BACK_ATTEMPTS = 3;
-/** How long the put-back waits for VS Code to say whether the rewrite's last edit went in. */
+/** How long the put-back waits for VS Code to say whether an edit went in: the rewrite's last, or its own. */
 export const LAST_EDIT_WAIT_MS = { value: 5000 };
+/** How long the put-back goes on trying while VS Code refuses it, each time because a key landed first (the
+ * user typing on: a put-back made for the text as it was is refused once the text moved on). */
+export const PUT_BACK_WAIT_MS = { value: 10000 };
 
 let client: LanguageClient | undefined;
 /** A rewrite running in a document: its edits so far, and what it takes to put the document back without them. */
@@ -196,19 +198,9 @@ export async function putBack(state: Running): Promise<string> {
   // VS Code not say within the wait whether it went in, the text says it: the text it was made for or the text it
   // makes. When the user changed the text as well, the two cannot be told apart: nothing is put back (rather than
   // keep that edit as if the user had typed it).
-  let timer: ReturnType<typeof setTimeout> | undefined;
   const edit = state.pending;
-  const settled = await Promise.race([
-    Promise.resolve(edit?.answer).then(
-      () => true,
-      () => true,
-    ),
-    new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), LAST_EDIT_WAIT_MS.value);
-    }),
-  ]);
-  clearTimeout(timer);
-  if (!settled && edit && state.pending === edit) {
+  const settled = edit === undefined || (await answerWithin(edit.answer, LAST_EDIT_WAIT_MS.value)) !== undefined;
+  if (!settled && state.pending === edit) {
     // No answer: the text says whether the edit went in, unless the user changed it too meanwhile.
     const now = openDocument(state.uri)?.getText();
     state.pending = undefined;
@@ -227,8 +219,10 @@ export async function putBack(state: Running): Promise<string> {
   }
   if (state.edits === 0) return "";
   // VS Code refuses an edit made for a text the user has changed meanwhile (a key pressed while it travels to the
-  // window): then it is worked out again from the text as it is now.
-  for (let attempt = 1; attempt <= PUT_BACK_ATTEMPTS; attempt++) {
+  // window): then it is worked out again from the text as it is now, after a pause that grows (keys come in
+  // bursts: the attempts made within one all find the text moved on), for as long as PUT_BACK_WAIT_MS allows.
+  const deadline = Date.now() + PUT_BACK_WAIT_MS.value;
+  for (let attempt = 1; ; attempt++) {
     const editor = vscode.window.visibleTextEditors.find((e) => e.document.uri.toString() === state.uri);
     const doc = editor?.document ?? openDocument(state.uri);
     if (!doc) {
@@ -245,10 +239,48 @@ export async function putBack(state: Running): Promise<string> {
     const [start, end, baseEnd] = changedSpan(now, base);
     const range = new vscode.Range(doc.positionAt(start), doc.positionAt(end));
     log(`put-back: replacing ${lines(now, start, end)} (attempt ${attempt})`);
-    if (await replace(editor, doc, range, base.slice(start, baseEnd))) return "; the function is back as it was";
-    log(`put-back: VS Code refused the edit (attempt ${attempt} of ${PUT_BACK_ATTEMPTS})`);
+    const putting = replace(editor, doc, range, base.slice(start, baseEnd));
+    const applied = await answerWithin(putting, LAST_EDIT_WAIT_MS.value);
+    if (applied === true) return "; the function is back as it was";
+    if (applied === undefined) {
+      // No answer: the text says whether it went in, unless the user changed it too meanwhile. A later attempt
+      // could find this one landed after all, and take the function put back for the user's change.
+      const wait = `put-back: VS Code did not say within ${LAST_EDIT_WAIT_MS.value} ms whether the put-back went in`;
+      if (doc.getText() === base) {
+        log(`${wait}; it is in the text`);
+        return "; the function is back as it was";
+      }
+      log(`${wait}, and it is not in the text as it is; no more attempts`);
+      return (
+        "; the rewrite stopped half-way through the function, and whether putting it back worked cannot be told" +
+        " (VS Code did not say): check the function, Undo takes it back"
+      );
+    }
+    const pause = Math.min(50 * 2 ** (attempt - 1), 1000);
+    if (Date.now() + pause > deadline) {
+      const kept = `the text kept changing for ${PUT_BACK_WAIT_MS.value} ms, no more attempts`;
+      log(`put-back: VS Code refused the edit (attempt ${attempt}); ${kept}`);
+      return halfWay;
+    }
+    log(`put-back: VS Code refused the edit (attempt ${attempt}); trying again in ${pause} ms`);
+    await new Promise((resolve) => setTimeout(resolve, pause));
   }
-  return halfWay;
+}
+
+/** A thenable's value, or undefined if it has not settled within `ms` (a rejection counts as false). */
+async function answerWithin(answer: Thenable<boolean>, ms: number): Promise<boolean | undefined> {
+  let timer: ReturnType<typeof setTimeout> | undefined;
+  const settled = await Promise.race([
+    Promise.resolve(answer).then(
+      (value) => value,
+      () => false,
+    ),
+    new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), ms);
+    }),
+  ]);
+  clearTimeout(timer);
+  return settled;
 }
 
 /** Replaces a range of the document: in its shown editor, closing the rewrite's undo step there, else as a

@@ -29,9 +29,11 @@ function fakes(config = {}) {
     edit: async (build, options) => {
       const delay = calls.editDelay;
       // A key that reaches VS Code first: the document moves on and VS Code refuses the edit (made for the old text).
+      // (calls.keyTimes of them in a row, each lands as the next edit travels: a user typing on.)
       if (calls.keyFirst) {
         calls.keyFirst();
-        calls.keyFirst = null;
+        calls.keyTimes = (calls.keyTimes ?? 1) - 1;
+        if (calls.keyTimes <= 0) calls.keyFirst = null;
         calls.refused = (calls.refused ?? 0) + 1;
         return false;
       }
@@ -345,7 +347,39 @@ test("a server that stops half-way: a put-back refused because the user typed me
   assert.equal(f.calls.refused, 1);
   assert.equal(f.editor.document.text, original + "# later\n");
   assert.match(f.calls.messages[0], /the function is back as it was/);
-  assert.match(f.calls.log.join("\n"), /put-back: VS Code refused the edit \(attempt 1 of 3\)/);
+  assert.match(f.calls.log.join("\n"), /put-back: VS Code refused the edit \(attempt 1\); trying again in 50 ms/);
+});
+
+test("a server that stops half-way while the user types on: the put-back is tried again until a key no longer lands first", async () => {
+  const f = fakes();
+  await load(f).activate(context());
+  const original = f.editor.document.text;
+  await rewriteThatDies(f, async (edit) => {
+    for (const line of [1, 2]) await edit(line);
+    // A burst of keys: each lands as a put-back travels (CI's real VS Code saw 3 attempts in 110 ms all refused).
+    f.calls.keyTimes = 5;
+    f.calls.keyFirst = () => type(f, f.editor.document.text.length, "#");
+  });
+  assert.equal(f.calls.refused, 5);
+  assert.equal(f.editor.document.text, original + "#####");
+  assert.match(f.calls.messages[0], /the function is back as it was/);
+  assert.match(f.calls.log.join("\n"), /attempt 5\); trying again in 800 ms\n.*put-back: replacing lines 2-3 \(attempt 6\)/);
+});
+
+test("a server that stops half-way while the text keeps changing past the put-back's wait: Undo is named, nothing half put back", async () => {
+  const f = fakes();
+  const extension = load(f);
+  await extension.activate(context());
+  extension.PUT_BACK_WAIT_MS.value = 200;
+  await rewriteThatDies(f, async (edit) => {
+    for (const line of [1, 2]) await edit(line);
+    f.calls.keyTimes = 100;
+    f.calls.keyFirst = () => type(f, f.editor.document.text.length, "#");
+  });
+  assert.equal(f.calls.refused, 3); // after 50, 100 ms: the next pause, 200 ms, would pass the wait
+  assert.match(f.editor.document.text, /^\s+w = 1\n\s+w = 2\n[^]*###$/m); // the rewrite's edits and the keys
+  assert.match(f.calls.messages[0], /server stopped during the rewrite; the rewrite stopped half-way through the function: Undo takes it back/);
+  assert.match(f.calls.log.join("\n"), /attempt 3\); the text kept changing for 200 ms, no more attempts/);
 });
 
 test("a server that stops half-way: rewrite edits refused because a key landed first leave the put-back whole", async () => {
@@ -431,6 +465,31 @@ test("a server that stops while VS Code never answers its last edit: the text sa
   assert.equal(f.editor.document.text, original);
   assert.match(f.calls.messages[0], /the function is back as it was/);
   assert.match(f.calls.log.join("\n"), /did not say within 50 ms whether the last edit went in; it is in the text/);
+});
+
+test("a server that stops half-way, and VS Code never answers the put-back's edit: the text says it went in", { timeout: 5000 }, async () => {
+  const f = fakes();
+  await activateWaitingBriefly(f);
+  const original = f.editor.document.text;
+  await rewriteThatDies(f, async (edit) => {
+    for (const line of [1, 2]) await edit(line);
+    f.calls.editNever = true; // from here on: VS Code applies an edit, and never says so
+  });
+  assert.equal(f.editor.document.text, original);
+  assert.match(f.calls.messages[0], /the function is back as it was/);
+  assert.match(f.calls.log.join("\n"), /did not say within 50 ms whether the put-back went in; it is in the text/);
+});
+
+test("a server that stops half-way, and VS Code neither applies nor answers the put-back's edit: no second try, the message says so", { timeout: 5000 }, async () => {
+  const f = fakes();
+  await activateWaitingBriefly(f);
+  await rewriteThatDies(f, async (edit) => {
+    for (const line of [1, 2]) await edit(line);
+    f.calls.editLost = true;
+  });
+  assert.match(f.editor.document.text, /^\s+w = 1\n\s+w = 2\n/m); // left as it is
+  assert.equal(f.calls.log.filter((l) => /put-back: replacing/.test(l)).length, 1); // a later one could undo it
+  assert.match(f.calls.messages[0], /whether putting it back worked cannot be told \(VS Code did not say\): check the function, Undo takes it back/);
 });
 
 test("a server that stops while VS Code never answers its first edit, which is not in the text: nothing to put back, no Undo named", { timeout: 5000 }, async () => {
