@@ -350,15 +350,19 @@ test("a server that stops half-way: a put-back refused because the user typed me
   assert.match(f.calls.log.join("\n"), /put-back: VS Code refused the edit \(attempt 1\); trying again in 50 ms/);
 });
 
+/** The user types on at the end of the document: `times` keys, each landing as the next edit travels to VS Code. */
+function keysFirst(f, times) {
+  f.calls.keyTimes = times;
+  f.calls.keyFirst = () => type(f, f.editor.document.text.length, "#");
+}
+
 test("a server that stops half-way while the user types on: the put-back is tried again until a key no longer lands first", async () => {
   const f = fakes();
   await load(f).activate(context());
   const original = f.editor.document.text;
   await rewriteThatDies(f, async (edit) => {
     for (const line of [1, 2]) await edit(line);
-    // A burst of keys: each lands as a put-back travels (CI's real VS Code saw 3 attempts in 110 ms all refused).
-    f.calls.keyTimes = 5;
-    f.calls.keyFirst = () => type(f, f.editor.document.text.length, "#");
+    keysFirst(f, 5); // a burst of keys (CI's real VS Code saw 3 attempts in 110 ms all refused)
   });
   assert.equal(f.calls.refused, 5);
   assert.equal(f.editor.document.text, original + "#####");
@@ -373,8 +377,7 @@ test("a server that stops half-way while the text keeps changing past the put-ba
   extension.PUT_BACK_WAIT_MS.value = 200;
   await rewriteThatDies(f, async (edit) => {
     for (const line of [1, 2]) await edit(line);
-    f.calls.keyTimes = 100;
-    f.calls.keyFirst = () => type(f, f.editor.document.text.length, "#");
+    keysFirst(f, 100);
   });
   assert.equal(f.calls.refused, 3); // after 50, 100 ms: the next pause, 200 ms, would pass the wait
   assert.match(f.editor.document.text, /^\s+w = 1\n\s+w = 2\n[^]*###$/m); // the rewrite's edits and the keys
