@@ -3,7 +3,8 @@
 Files are independent jobs (`plan` lists them, `rewrite_file` does one), so a later step can hand them to
 several worker processes or machines; here one process runs them in turn, the model using all cores.
 A file is written (atomically) only when all its functions are done, so an interruption leaves every file
-either as it was or fully rewritten; a small state file records finished files and a rerun resumes.
+either as it was or fully rewritten; a small state file records finished files, and of a file part-way through
+the functions done so far (a `Checkpoint`), and a rerun resumes from there.
 """
 
 from __future__ import annotations
@@ -204,6 +205,32 @@ class FileOutcome:
 FunctionCallback = Callable[[str, str, int], None]
 
 
+@dataclass
+class Checkpoint:
+    """A file part-way through its rewrite: its text with the functions done so far rewritten (bottom-up: those
+    below `pending`), the functions still to do as (name, line in `text`), and the outcome so far (a FileOutcome
+    as a dict). A rerun goes on from here instead of from the file's first function."""
+
+    text: str
+    pending: list[tuple[str, int]]
+    outcome: dict
+
+    @property
+    def done(self) -> int:
+        return self.outcome.get("functions", 0) - len(self.pending)
+
+
+def outcome_from_dict(entry: dict) -> FileOutcome:
+    """A FileOutcome as `asdict` (and JSON) left it: its pairs come back as lists."""
+    return FileOutcome(
+        **dict(
+            entry,
+            failures=[tuple(f) for f in entry.get("failures", [])],
+            notes=[tuple(n) for n in entry.get("notes", [])],
+        )
+    )
+
+
 def rewrite_source(
     rewriter: Rewriter,
     source: SourceFile,
@@ -213,9 +240,13 @@ def rewrite_source(
     display_path: str,
     on_function: FunctionCallback | None = None,
     on_progress: Callable[[Progress], None] | None = None,
+    resume: Checkpoint | None = None,
+    on_checkpoint: Callable[[Checkpoint], None] | None = None,
 ) -> tuple[str, FileOutcome]:
     """The rewrite of one file's content, touching no file: its new "\n" text and the outcome (no diff yet).
-    `wanted`: the functions as (name, line) when planned. What a worker runs."""
+    `wanted`: the functions as (name, line) when planned. What a worker runs. `resume`: go on from a checkpoint
+    of this content (started over when its functions are not all found in its text); `on_checkpoint` is called
+    after each function."""
     outcome = FileOutcome(display_path, "unchanged", functions=len(wanted), sha_before=source.digest)
     current = source.text
     # The planned targets, found again in the text (functions, methods or classes alike).
@@ -223,6 +254,11 @@ def rewrite_source(
     chosen = set(wanted)
     # Bottom-up: rewriting a later function never moves an earlier one (but for the imports it adds: `moved`).
     pending = list(reversed([t for t in targets if (t.name, t.line) in chosen]))
+    if resume is not None:
+        left = set(map(tuple, resume.pending))
+        found = [t for t in definitions(resume.text.encode("utf-8"), language) if (t.name, t.line) in left]
+        if len(found) == len(left) and resume.outcome.get("sha_before") == source.digest:
+            outcome, current, pending = outcome_from_dict(resume.outcome), resume.text, list(reversed(found))
     while pending:
         target = pending.pop(0)
         snapshot = SourceFile(source.path, source.raw, current, source.crlf)
@@ -231,6 +267,7 @@ def rewrite_source(
         except RewriteError as e:
             outcome.failures.append((target.name, str(e)))
             _notify(on_function, target.name, "failed", 0)
+            _checkpoint(on_checkpoint, current, pending, outcome)
             continue
         outcome.tokens += result.stats.generated_tokens
         outcome.decode_seconds += result.stats.decode_seconds
@@ -243,6 +280,7 @@ def rewrite_source(
         if problem:
             outcome.failures.append((target.name, problem))
             _notify(on_function, target.name, "failed", result.stats.generated_tokens)
+            _checkpoint(on_checkpoint, current, pending, outcome)
             continue
         changed = result.new_text != current
         for warning in result.warnings():
@@ -251,6 +289,7 @@ def rewrite_source(
         pending = [moved(t, result) for t in pending]
         outcome.rewritten += changed
         _notify(on_function, target.name, "rewritten" if changed else "unchanged", result.stats.generated_tokens)
+        _checkpoint(on_checkpoint, current, pending, outcome)
     if current == source.text and outcome.failures and not outcome.rewritten:
         outcome.status = "failed"
     return current, outcome
@@ -305,20 +344,28 @@ def _notify(callback: FunctionCallback | None, name: str, what: str, tokens: int
         callback(name, what, tokens)
 
 
+def _checkpoint(callback, current: str, pending: list[Definition], outcome: FileOutcome) -> None:
+    if callback is not None and pending:  # after the last function the file itself is the result
+        callback(Checkpoint(current, [(t.name, t.line) for t in reversed(pending)], asdict(outcome)))
+
+
 class BatchState:
-    """Finished files of a run, keyed by the run's settings; written atomically after every file."""
+    """Finished files of a run, keyed by the run's settings, and of files part-way through, the last checkpoint;
+    written atomically after every function."""
 
     def __init__(self, path: Path, key: str):
         self.path, self.key = path, key
         self.files: dict[str, dict] = {}
+        self.partial: dict[str, dict] = {}  # display path -> {"planned": [[name, line]...], checkpoint fields}
         self.resumed = False
         try:
             data = json.loads(path.read_text())
         except (OSError, ValueError):
             return
-        if data.get("key") == key:
+        if isinstance(data, dict) and data.get("key") == key:
             self.files = data.get("files", {})
-            self.resumed = bool(self.files)
+            self.partial = data.get("partial", {})
+            self.resumed = bool(self.files or self.partial)
 
     def finished(self, display_path: str, file_path: Path, apply: bool) -> FileOutcome | None:
         """The recorded outcome, if that file is still as the run left it."""
@@ -332,17 +379,35 @@ class BatchState:
         expected = entry["sha_after"] if (apply and entry["status"] == "rewritten") else entry["sha_before"]
         if digest != expected:
             return None
-        entry = dict(
-            entry,
-            failures=[tuple(f) for f in entry.get("failures", [])],
-            notes=[tuple(n) for n in entry.get("notes", [])],
-        )
-        return FileOutcome(**entry)
+        return outcome_from_dict(entry)
+
+    def checkpoint(self, display_path: str, job: FileJob) -> Checkpoint | None:
+        """Where the file's rewrite had got to, if it is still the file that was planned (the same content and
+        functions); else None, and it starts over."""
+        entry = self.partial.get(display_path)
+        try:
+            planned = [(t.name, t.line) for t in job.targets]
+            if entry is None or [tuple(w) for w in entry["planned"]] != planned:
+                return None
+            resume = Checkpoint(entry["text"], [tuple(w) for w in entry["pending"]], dict(entry["outcome"]))
+        except (KeyError, TypeError, ValueError):
+            return None
+        if resume.outcome.get("sha_before") != hashlib.sha256(job.raw).hexdigest():
+            return None
+        return resume
+
+    def record_checkpoint(self, display_path: str, job: FileJob, checkpoint: Checkpoint) -> None:
+        self.partial[display_path] = {"planned": [(t.name, t.line) for t in job.targets], **asdict(checkpoint)}
+        self._write()
 
     def record(self, outcome: FileOutcome) -> None:
         self.files[outcome.path] = asdict(outcome)
+        self.partial.pop(outcome.path, None)
+        self._write()
+
+    def _write(self) -> None:
         tmp = self.path.with_name(self.path.name + ".tmp")
-        tmp.write_text(json.dumps({"key": self.key, "files": self.files}, indent=1))
+        tmp.write_text(json.dumps({"key": self.key, "files": self.files, "partial": self.partial}, indent=1))
         os.replace(tmp, self.path)
 
     def remove(self) -> None:

@@ -971,8 +971,6 @@ def batch(
     )
     state = BatchState(state_path, "" if fresh else key)
     state.key = key
-    if state.resumed:
-        err.print(f"resuming: {len(state.files)} file(s) already done (state in {state_path}; --fresh starts over)")
     if not isinstance(pool, InProcessPool):
         for backend in (decoder.backend, decoder.draft_backend):
             if backend is not None:
@@ -1014,13 +1012,22 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
 
     displays = [os.path.relpath(job.path) for job in jobs]
     outcomes: dict[int, FileOutcome] = {}
-    todo = []
+    todo, resumes = [], {}
     for i, job in enumerate(jobs):
         done = state.finished(displays[i], job.path, apply_)
         if done is not None:
             outcomes[i] = done
         else:
             todo.append(i)
+            resumes[i] = state.checkpoint(displays[i], job)
+    part_way = [c for c in resumes.values() if c is not None]
+    if state.resumed:
+        more = (
+            f", and {sum(c.done for c in part_way)} function(s) of {len(part_way)} file(s) part-way through"
+            if part_way
+            else ""
+        )
+        err.print(f"resuming: {len(outcomes)} file(s) already done{more} (state in {state.path}; --fresh starts over)")
     total = sum(len(j.targets) for j in jobs)
     counters = {"tokens": 0, "seconds": 0.0}
     per_worker: dict[str, WorkerStats] = {}
@@ -1036,7 +1043,7 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
     per_function = isinstance(pool, InProcessPool)
     with Progress(*columns, console=err, disable=quiet or not err.is_terminal, transient=False) as bar:
         task_id = bar.add_task("rewriting", total=total, rate="")
-        bar.advance(task_id, sum(len(jobs[i].targets) for i in outcomes))
+        bar.advance(task_id, sum(len(jobs[i].targets) for i in outcomes) + sum(c.done for c in part_way))
         try:
             if todo:
                 bar.update(task_id, description="starting workers")
@@ -1048,9 +1055,17 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
             def on_function(name, what, tokens):
                 bar.advance(task_id)
 
-            tasks = make_tasks([jobs[i] for i in todo], [displays[i] for i in todo])
+            def on_checkpoint(task, checkpoint):
+                i = by_task[task.index]
+                if not per_function:
+                    bar.advance(task_id, max(checkpoint.done - done_so_far.get(i, 0), 0))
+                done_so_far[i] = max(checkpoint.done, done_so_far.get(i, 0))  # a retry starts its file over
+                state.record_checkpoint(displays[i], jobs[i], checkpoint)
+
+            tasks = make_tasks([jobs[i] for i in todo], [displays[i] for i in todo], [resumes[i] for i in todo])
             by_task = dict(zip((t.index for t in tasks), todo, strict=True))
-            for task, result in pool.run(tasks, on_function if per_function else None):
+            done_so_far = {i: resumes[i].done for i in todo if resumes[i] is not None}
+            for task, result in pool.run(tasks, on_function if per_function else None, on_checkpoint):
                 i = by_task[task.index]
                 job = jobs[i]
                 if isinstance(result, Exception):
@@ -1061,11 +1076,12 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
                     outcome = finish_file(job, result.text, result.outcome, apply_)
                     stats = per_worker.setdefault(outcome.worker or "this process", WorkerStats())
                     stats.files += 1
-                    stats.functions += outcome.functions
-                    stats.tokens += outcome.tokens
+                    earlier = resumes[i].outcome if resumes[i] is not None else {}  # what a run before did
+                    stats.functions += outcome.functions - (resumes[i].done if resumes[i] is not None else 0)
+                    stats.tokens += outcome.tokens - earlier.get("tokens", 0)
                     stats.seconds += result.outcome.seconds
                 if not per_function:
-                    bar.advance(task_id, len(job.targets))
+                    bar.advance(task_id, len(job.targets) - done_so_far.get(i, 0))
                 counters["tokens"] += outcome.tokens
                 counters["seconds"] += outcome.decode_seconds
                 rate = counters["tokens"] / counters["seconds"] if counters["seconds"] else 0.0
@@ -1108,8 +1124,11 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
         fail(f"{stopped}; stopped after {len(outcomes)} of {len(jobs)} files. Run the same command again to resume.",
              EXIT_MODEL)  # fmt: skip
     if interrupted:
+        kept = [state.partial[d] for d in displays if d in state.partial]
+        functions = sum(len(c["planned"]) - len(c["pending"]) for c in kept)
+        also = f" and {functions} function(s) of {len(kept)} more (kept for the rerun)" if kept else ""
         fail(
-            f"interrupted after {len(outcomes)} of {len(jobs)} files; every file is either untouched or fully "
+            f"interrupted after {len(outcomes)} of {len(jobs)} files{also}; every file is either untouched or fully "
             f"rewritten. Run the same command again to resume.",
             EXIT_INTERRUPTED,
         )

@@ -13,15 +13,17 @@ import concurrent.futures
 import copy
 import multiprocessing
 import os
+import queue as queue_module
 import socket
 import threading
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from .batch import FileJob, FileOutcome, rewrite_source
+from .batch import Checkpoint, FileJob, FileOutcome, rewrite_source
 
 MAX_ATTEMPTS = 2
+CHECKPOINT_POLL_SECONDS = 0.25  # how often a pool of workers hands their checkpoints to the driver
 
 
 @dataclass(frozen=True)
@@ -54,6 +56,7 @@ class FileTask:
     content: bytes
     wanted: list[tuple[str, int]]
     attempts: int = 0
+    resume: Checkpoint | None = None  # where an earlier run got to in this file
 
 
 @dataclass
@@ -136,7 +139,11 @@ class BatchWorker:
         worker.policy = copy.deepcopy(rewriter.decoder.policy)
         return worker
 
-    def run(self, task: FileTask, on_function=None, on_progress=None) -> TaskResult:
+    def run_reporting(self, task: FileTask, checkpoints) -> TaskResult:
+        """`run`, putting each checkpoint on a queue (a Ray worker's way to hand them to its driver)."""
+        return self.run(task, on_checkpoint=lambda c: checkpoints.put((task.index, task.attempts, c)))
+
+    def run(self, task: FileTask, on_function=None, on_progress=None, on_checkpoint=None) -> TaskResult:
         from pathlib import Path
 
         from .locate import language_for
@@ -154,21 +161,28 @@ class BatchWorker:
             task.display,
             on_function,
             on_progress,
+            resume=task.resume,
+            on_checkpoint=on_checkpoint,
         )
         outcome.worker = self.name
         outcome.seconds = time.monotonic() - t0
         return TaskResult(task.index, text, outcome)
 
 
-def make_tasks(jobs: list[FileJob], displays: list[str]) -> list[FileTask]:
-    return [
-        FileTask(i, display, str(job.path), job.language.name, job.raw, [(t.name, t.line) for t in job.targets])
-        for i, (job, display) in enumerate(zip(jobs, displays, strict=True))
-    ]
+def make_tasks(
+    jobs: list[FileJob], displays: list[str], resumes: list[Checkpoint | None] | None = None
+) -> list[FileTask]:
+    resumes = resumes or [None] * len(jobs)
+    tasks = []
+    for i, (job, display, resume) in enumerate(zip(jobs, displays, resumes, strict=True)):
+        wanted = [(t.name, t.line) for t in job.targets]
+        tasks.append(FileTask(i, display, str(job.path), job.language.name, job.raw, wanted, resume=resume))
+    return tasks
 
 
 # A pool runs tasks and yields (task, TaskResult) as they finish, or (task, Exception) for a job that failed
-# MAX_ATTEMPTS times; on_function(name, what, tokens) is called per function where the pool can (in-process).
+# MAX_ATTEMPTS times; on_function(name, what, tokens) is called per function where the pool can (in-process), and
+# on_checkpoint(task, Checkpoint) after each function of a file, so that an interrupted run keeps them.
 @dataclass
 class InProcessPool:
     spec: WorkerSpec
@@ -178,21 +192,26 @@ class InProcessPool:
     def start(self) -> None:
         self.worker = self.worker or BatchWorker(self.spec)
 
-    def run(self, tasks: list[FileTask], on_function: Callable | None = None) -> Iterator[tuple[FileTask, object]]:
+    def run(
+        self, tasks: list[FileTask], on_function: Callable | None = None, on_checkpoint: Callable | None = None
+    ) -> Iterator[tuple[FileTask, object]]:
         for task in tasks:
-            yield task, self.worker.run(task, on_function)
+            keep = (lambda checkpoint, task=task: on_checkpoint(task, checkpoint)) if on_checkpoint else None
+            yield task, self.worker.run(task, on_function, on_checkpoint=keep)
 
     def close(self) -> None:
         pass
 
 
 _local_worker: BatchWorker | None = None
+_local_checkpoints = None  # the driver's queue of (task index, attempt, Checkpoint)
 
 
-def _local_init(spec: WorkerSpec, driver: int) -> None:
-    global _local_worker
+def _local_init(spec: WorkerSpec, driver: int, checkpoints=None) -> None:
+    global _local_worker, _local_checkpoints
     _exit_with(driver)
     _local_worker = BatchWorker(spec)
+    _local_checkpoints = checkpoints
 
 
 def _exit_with(driver: int, interval: float = 0.5) -> None:
@@ -209,7 +228,18 @@ def _exit_with(driver: int, interval: float = 0.5) -> None:
 
 
 def _local_run(task: FileTask) -> TaskResult:
-    return _local_worker.run(task)
+    queue = _local_checkpoints
+    keep = (lambda checkpoint: queue.put((task.index, task.attempts, checkpoint))) if queue is not None else None
+    return _local_worker.run(task, on_checkpoint=keep)
+
+
+def _take_checkpoint(task: FileTask | None, attempts: int, checkpoint: Checkpoint, on_checkpoint) -> None:
+    """A checkpoint from a worker, handed to the driver (for a rerun after an interruption) unless the task has
+    finished or moved on to another attempt since: checkpoints arrive on a queue of their own. A job given to
+    another worker after its worker died starts where the job started, not from its checkpoints: within one run
+    a file's rewrite is the same wherever it runs (see BatchWorker.start_file)."""
+    if task is not None and task.attempts == attempts and on_checkpoint is not None:
+        on_checkpoint(task, checkpoint)
 
 
 @dataclass
@@ -220,20 +250,34 @@ class ProcessPool:
     workers: int
     executor: concurrent.futures.ProcessPoolExecutor | None = None
     description: str = ""
+    checkpoints: object = None  # a queue the workers put their checkpoints on
 
     def start(self) -> None:
         self.description = f"{self.workers} local worker processes"
         self._new_executor()
 
     def _new_executor(self) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.checkpoints = context.Queue()  # handed to each worker as it starts (a queue cannot go with a job)
         self.executor = concurrent.futures.ProcessPoolExecutor(
             max_workers=self.workers,
-            mp_context=multiprocessing.get_context("spawn"),
+            mp_context=context,
             initializer=_local_init,
-            initargs=(self.spec, os.getpid()),
+            initargs=(self.spec, os.getpid(), self.checkpoints),
         )
 
-    def run(self, tasks: list[FileTask], on_function: Callable | None = None) -> Iterator[tuple[FileTask, object]]:
+    def _drain(self, running: dict, on_checkpoint) -> None:
+        by_index = {task.index: task for task in running.values()}
+        while True:
+            try:
+                index, attempts, checkpoint = self.checkpoints.get_nowait()
+            except (queue_module.Empty, OSError, ValueError):
+                return
+            _take_checkpoint(by_index.get(index), attempts, checkpoint, on_checkpoint)
+
+    def run(
+        self, tasks: list[FileTask], on_function: Callable | None = None, on_checkpoint: Callable | None = None
+    ) -> Iterator[tuple[FileTask, object]]:
         queue = list(tasks)
         running: dict[concurrent.futures.Future, FileTask] = {}
         while queue or running:
@@ -241,7 +285,10 @@ class ProcessPool:
                 task = queue.pop(0)
                 task.attempts += 1
                 running[self.executor.submit(_local_run, task)] = task
-            done, _ = concurrent.futures.wait(running, return_when=concurrent.futures.FIRST_COMPLETED)
+            done, _ = concurrent.futures.wait(
+                running, timeout=CHECKPOINT_POLL_SECONDS, return_when=concurrent.futures.FIRST_COMPLETED
+            )
+            self._drain(running, on_checkpoint)
             broken = False
             for future in done:
                 task = running.pop(future)
@@ -267,6 +314,9 @@ class ProcessPool:
             # wake-up pipe while the interpreter's exit writes to it: a traceback after the work is done
             # (Python 3.11, `OSError: [Errno 9] Bad file descriptor` in `concurrent.futures.process`).
             self.executor.shutdown(wait=True, cancel_futures=True)
+        if self.checkpoints is not None:
+            self.checkpoints.close()
+            self.checkpoints.cancel_join_thread()  # its workers are gone: nothing more will be read
 
 
 def _retry_or_fail(task: FileTask, queue: list[FileTask], error: Exception):
@@ -285,6 +335,7 @@ class RayPool:
     address: str | None
     workers: int | None
     actors: list = field(default_factory=list)
+    checkpoints: object = None  # a Ray queue the workers put their checkpoints on
     started_local: bool = False
     description: str = ""
 
@@ -304,10 +355,25 @@ class RayPool:
         count = self.workers or max(1, cpus // threads)
         self._actor_class = ray.remote(num_cpus=threads)(BatchWorker)
         self.actors = [self._actor_class.remote(self.spec) for _ in range(count)]
+        from ray.util.queue import Queue
+
+        self.checkpoints = Queue(actor_options={"num_cpus": 0})  # takes no worker's CPU
         where = self.address or "a local Ray instance"
         self.description = f"{count} Ray workers on {where} ({cpus} CPUs, {threads} thread(s) each)"
 
-    def run(self, tasks: list[FileTask], on_function: Callable | None = None) -> Iterator[tuple[FileTask, object]]:
+    def _drain(self, running: dict, on_checkpoint) -> None:
+        by_index = {task.index: task for task, _ in running.values()}
+        try:
+            waiting = self.checkpoints.qsize()
+            arrived = self.checkpoints.get_nowait_batch(waiting) if waiting else []
+        except Exception:  # the queue's actor is gone: the checkpoints are lost, the work goes on
+            return
+        for index, attempts, checkpoint in arrived:
+            _take_checkpoint(by_index.get(index), attempts, checkpoint, on_checkpoint)
+
+    def run(
+        self, tasks: list[FileTask], on_function: Callable | None = None, on_checkpoint: Callable | None = None
+    ) -> Iterator[tuple[FileTask, object]]:
         ray = import_ray()
         queue = list(tasks)
         idle = list(self.actors)
@@ -316,10 +382,11 @@ class RayPool:
             while queue and idle:
                 task, actor = queue.pop(0), idle.pop(0)
                 task.attempts += 1
-                running[actor.run.remote(task)] = (task, actor)
+                running[actor.run_reporting.remote(task, self.checkpoints)] = (task, actor)
             if not running:  # every worker died: stop here; the finished files are kept, a re-run resumes
                 raise WorkersFailed("no Ray worker is left to run the remaining files")
-            done, _ = ray.wait(list(running), num_returns=1)
+            done, _ = ray.wait(list(running), num_returns=1, timeout=CHECKPOINT_POLL_SECONDS)
+            self._drain(running, on_checkpoint)
             for ref in done:
                 task, actor = running.pop(ref)
                 try:
@@ -345,6 +412,12 @@ class RayPool:
             except Exception:  # already gone
                 pass
         self.actors = []
+        if self.checkpoints is not None:
+            try:
+                self.checkpoints.shutdown(force=True)
+            except Exception:  # already gone
+                pass
+            self.checkpoints = None
         if ray.is_initialized():
             ray.shutdown()
 

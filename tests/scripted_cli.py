@@ -9,5 +9,6 @@ def open_decoder(model=None, draft_model=None, *, options=None, **_):
     return scripted_decoder(options)
 
 
-editspec.decoding.open_decoder = open_decoder
-main()
+editspec.decoding.open_decoder = open_decoder  # in a worker process too: it imports this module, without main()
+if __name__ == "__main__":
+    main()

@@ -3,6 +3,7 @@ the patch, interruption and resume (in apply and patch mode, after a finished fi
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -233,3 +234,52 @@ def test_apply_writes_a_linked_file_once_through_its_link_and_leaves_out_a_read_
     assert (tree / "alias.py").is_symlink() and named.is_symlink()
     assert elsewhere.read_text() == widened(before[elsewhere])
     assert (tree / "users.ts").read_text() == before[tree / "users.ts"]
+
+
+def interrupt_part_way(tree: Path, state: Path, *extra: str) -> int:
+    """Start a batch, interrupt it (Ctrl-C) once a file is part-way through: some of its functions done, the file
+    not. Returns how many functions of it the state keeps."""
+    command, env = scripted_batch(tree, state, *extra, delay=0.05)
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    deadline, kept = time.time() + 60, 0
+    while time.time() < deadline and proc.poll() is None and not kept:
+        with contextlib.suppress(OSError, ValueError):
+            partial = json.loads(state.read_text()).get("partial", {})
+            kept = sum(len(p["planned"]) - len(p["pending"]) for p in partial.values())
+        time.sleep(0.02)
+    assert proc.poll() is None, "the run finished before it could be interrupted"
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    said = " ".join(err.split())
+    assert f"interrupted after 0 of 1 files and {kept} function(s) of 1 more (kept for the rerun)" in said
+    return kept
+
+
+@pytest.mark.parametrize("workers", [(), ("--workers", "1")], ids=["in-process", "worker-process"])
+def test_an_interrupted_file_goes_on_from_its_last_function(tmp_path, workers):
+    # One file of five methods and functions: interrupted after some, the rerun does only the others. Done again,
+    # a function would be widened twice ("return   ").
+    tree = make_tree(tmp_path, names=("shapes.py",))
+    original = (tree / "shapes.py").read_text()
+    state = tmp_path / "state.json"
+    kept = interrupt_part_way(tree, state, "--apply", *workers)
+    assert (tree / "shapes.py").read_text() == original, "a part-way file was written"
+    resumed = resume(tree, state, "--apply", *workers)
+    assert resumed.returncode == 0, resumed.stderr
+    said = " ".join(resumed.stderr.split())
+    assert f"resuming: 0 file(s) already done, and {kept} function(s) of 1 file(s) part-way through" in said
+    assert (tree / "shapes.py").read_text() == widened(original)
+    assert not state.exists()
+
+
+def test_a_part_way_file_edited_since_starts_over(tmp_path):
+    tree = make_tree(tmp_path, names=("shapes.py",))
+    state = tmp_path / "state.json"
+    interrupt_part_way(tree, state, "--apply")
+    edited = (tree / "shapes.py").read_text() + "\n"
+    (tree / "shapes.py").write_text(edited)
+    resumed = resume(tree, state, "--apply")
+    assert resumed.returncode == 0 and "part-way" not in resumed.stderr, resumed.stderr
+    assert (tree / "shapes.py").read_text() == widened(edited)
