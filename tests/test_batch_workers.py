@@ -220,3 +220,30 @@ def test_without_ray_installed_ray_is_one_clear_line(tmp_path, monkeypatch):
         result.output.strip()
         == "editspec: --ray needs Ray: pip install 'editspec[ray]' (on every machine of the cluster)"
     )
+
+
+def test_ray_workers_hand_over_a_part_way_file_for_the_rerun(tmp_path, ray_cluster):
+    """Ctrl-C while Ray workers are inside files: the functions they finished are in the state (sent back on a
+    queue as they go), and the rerun goes on from them."""
+    tree = make_tree(tmp_path, copies=2)
+    state = tmp_path / "ray-state.json"
+    command = [sys.executable, "-m", "editspec.cli", "batch", str(tree), "-i", INSTRUCTION, "-q", "--threads", "1",
+               "--max-tokens", "60", "--apply", "--state", str(state), "--ray", ray_cluster]  # fmt: skip
+    env = dict(os.environ, **RAY_ENV, XDG_CACHE_HOME=CACHE)
+    driver = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                              preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # fmt: skip
+    deadline, kept = time.time() + 180, 0
+    while time.time() < deadline and driver.poll() is None and not kept:
+        with contextlib.suppress(OSError, ValueError):
+            partial = json.loads(state.read_text()).get("partial", {}).values()
+            # Two functions left at least: the file is not finished before the key press lands.
+            kept = sum(len(p["planned"]) - len(p["pending"]) for p in partial if len(p["pending"]) >= 2)
+        time.sleep(0.02)
+    assert driver.poll() is None, "the run ended before a file was part-way through"
+    driver.send_signal(signal.SIGINT)
+    _, err = driver.communicate(timeout=120)
+    assert driver.returncode == 130 and "(kept for the rerun)" in " ".join(err.split()), err
+    rerun = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "part-way through" in " ".join(rerun.stderr.split()), rerun.stderr
+    assert not state.exists()
