@@ -1102,7 +1102,9 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
             patch_path.write_text(patch)
         else:
             click.echo(patch, nl=False)
-    print_batch_summary(ordered, unreadable, total, apply_, patch_path)
+    kept = [state.partial[d] for d in displays if d in state.partial]  # files part-way through, if it stopped
+    part_done = sum(len(c["planned"]) - len(c["pending"]) for c in kept)
+    print_batch_summary(ordered, unreadable, total, apply_, patch_path, part_done)
     if len(per_worker) > 1 or (per_worker and not per_function):
         for name, stats in sorted(per_worker.items()):
             w = stats.to_json()
@@ -1124,9 +1126,7 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
         fail(f"{stopped}; stopped after {len(outcomes)} of {len(jobs)} files. Run the same command again to resume.",
              EXIT_MODEL)  # fmt: skip
     if interrupted:
-        kept = [state.partial[d] for d in displays if d in state.partial]
-        functions = sum(len(c["planned"]) - len(c["pending"]) for c in kept)
-        also = f" and {functions} function(s) of {len(kept)} more (kept for the rerun)" if kept else ""
+        also = f" and {part_done} function(s) of {len(kept)} more (kept for the rerun)" if kept else ""
         fail(
             f"interrupted after {len(outcomes)} of {len(jobs)} files{also}; every file is either untouched or fully "
             f"rewritten. Run the same command again to resume.",
@@ -1135,7 +1135,8 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
     state.remove()
 
 
-def print_batch_summary(outcomes, unreadable, total, applied, patch_path) -> None:
+def print_batch_summary(outcomes, unreadable, total, applied, patch_path, part_done: int = 0) -> None:
+    """`part_done`: functions done in files a stopped run left part-way through (kept in the state, not here)."""
     count = {s: sum(1 for o in outcomes if o.status == s) for s in ("rewritten", "unchanged", "failed", "skipped")}
     functions = sum(o.functions for o in outcomes)
     rewritten = sum(o.rewritten for o in outcomes)
@@ -1145,8 +1146,9 @@ def print_batch_summary(outcomes, unreadable, total, applied, patch_path) -> Non
     plain = sum(o.plain_estimate_seconds for o in outcomes)
     err.print(
         f"{len(outcomes)} files: {count['rewritten']} rewritten, {count['unchanged']} unchanged, "
-        f"{count['failed']} failed, {count['skipped']} skipped · {functions} of {total} functions done, "
-        f"{rewritten} rewritten, {len(failures)} failed · {tokens} tokens"
+        f"{count['failed']} failed, {count['skipped']} skipped · {functions} of {total} functions done"
+        + (f" (and {part_done} in files part-way through)" if part_done else "")
+        + f", {rewritten} rewritten, {len(failures)} failed · {tokens} tokens"
         + (f" · speed-up {plain / seconds:.2f}x over plain decoding (estimated)" if seconds and plain else ""),
         highlight=False,
         soft_wrap=True,
