@@ -7,13 +7,17 @@ Python's own scoping decides (`symtable`): a name a function reads that is neith
 function's is looked up in the module, so a method reading a class attribute by its bare name counts too (it
 is NameError as well). A signature (decorators, defaults, annotations) is read where the definition stands:
 in the module, or in the class body for a method. Undecidable, so nothing is reported: a file that does
-`from m import *`, calls `globals()`, `vars()` or `exec`, or does not parse."""
+`from m import *`, calls `globals()`, `vars()` or `exec`, or does not parse.
+
+And names a rewrite's signatures read that the module defines only later (`read_too_early`): a method annotated
+with its own class, a default naming a constant further down. NameError when the file is imported."""
 
 from __future__ import annotations
 
 import ast
 import builtins
 import symtable
+import sys
 
 from . import pysource
 
@@ -23,6 +27,9 @@ MODULE_DUNDERS = {"__file__", "__name__", "__doc__", "__builtins__", "__spec__",
 # a file that makes one gets no note.
 INJECTS = {"globals", "vars", "exec"}
 BUILTINS = set(dir(builtins)) | MODULE_DUNDERS
+# Before Python 3.14 (PEP 649) a function's annotations are evaluated when its `def` runs; from 3.14 on, when
+# something asks for them.
+EAGER_ANNOTATIONS = sys.version_info < (3, 14)
 
 
 def _tables(text: str) -> tuple[ast.Module, symtable.SymbolTable] | None:
@@ -44,14 +51,7 @@ def _module_names(top: symtable.SymbolTable) -> set[str]:
     """What the module defines: its own names (assigned, imported, def or class), and names a function declares
     `global` and assigns or imports."""
     names = {s.get_name() for s in top.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
-    stack = list(top.get_children())
-    while stack:
-        t = stack.pop()
-        names |= {
-            s.get_name() for s in t.get_symbols() if s.is_declared_global() and (s.is_assigned() or s.is_imported())
-        }
-        stack.extend(t.get_children())
-    return names
+    return names | _globals_set_in_functions(top)
 
 
 def _read_globals(top: symtable.SymbolTable, first_line: int, last_line: int) -> set[str]:
@@ -98,15 +98,22 @@ def _class_bodies(top: symtable.SymbolTable) -> dict[tuple[str, int], set[str]]:
 
 
 def _signature_reads(tree: ast.Module, top: symtable.SymbolTable, first_line: int, last_line: int) -> set[str]:
+    return {name for name, _ in _signature_reads_at(tree, top, first_line, last_line)}
+
+
+def _signature_reads_at(
+    tree: ast.Module, top: symtable.SymbolTable, first_line: int, last_line: int, annotations: bool = True
+) -> list[tuple[str, int]]:
     """Names read by the signatures of definitions that start within the lines and stand in the module or in a
-    class: decorators, defaults, annotations (unless postponed by `from __future__ import annotations`), a
-    class's bases. Python evaluates them where the definition stands, so they are the module's (or the class
-    body's) reads, which a function's own scope does not show."""
+    class, with the line of the definition that reads them: decorators, defaults, annotations (unless postponed
+    by `from __future__ import annotations`), a class's bases. Python evaluates them where the definition stands,
+    when the module runs, so they are the module's (or the class body's) reads, which a function's own scope does
+    not show."""
     postponed = any(
         isinstance(n, ast.ImportFrom) and n.module == "__future__" and any(a.name == "annotations" for a in n.names)
         for n in tree.body
     )
-    found: set[str] = set()
+    found: list[tuple[str, int]] = []
     bodies = _class_bodies(top)
 
     def visit(body: list[ast.stmt], class_names: set[str]) -> None:
@@ -119,12 +126,12 @@ def _signature_reads(tree: ast.Module, top: symtable.SymbolTable, first_line: in
                     else:
                         a = node.args
                         parts += [*a.defaults, *(d for d in a.kw_defaults if d is not None)]
-                        if not postponed:
+                        if annotations and not postponed:
                             every = [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg]
                             parts += [x.annotation for x in every if x is not None and x.annotation is not None]
                             parts += [node.returns] if node.returns is not None else []
-                    found.update(*(_loaded(p) - class_names for p in parts))
-                elif isinstance(node, ast.ClassDef):
+                    found.extend((name, node.lineno) for p in parts for name in sorted(_loaded(p) - class_names))
+                if isinstance(node, ast.ClassDef):
                     # Its own body's names only: a class body does not see an enclosing class's.
                     visit(node.body, bodies.get((node.name, node.lineno), set()))
             else:
@@ -149,6 +156,112 @@ def undefined(text: str, first_line: int, last_line: int) -> set[str] | None:
     except RecursionError:  # an expression nested deeper than Python recurses: no note rather than no rewrite
         return None
     return reads - _module_names(top) - BUILTINS
+
+
+def _bound_at(tree: ast.Module) -> dict[str, int]:
+    """Per name the module binds as it runs, the first line after which it is bound: an assignment's or import's
+    own (last) line, a `def`'s or `class`'s last line (a class's name is bound once its whole body has run), a
+    `for` or `with` target's first line; in blocks at the module's level too (if, try, for, while, with)."""
+    bound: dict[str, int] = {}
+
+    def bind(name: str, line: int) -> None:
+        bound[name] = min(line, bound.get(name, line))
+
+    def visit(body: list[ast.stmt]) -> None:
+        for node in body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+                bind(node.name, node.end_lineno or node.lineno)
+                continue  # what its body binds is its own
+            if isinstance(node, ast.Import | ast.ImportFrom):
+                for alias in node.names:
+                    bind((alias.asname or alias.name).split(".")[0], node.lineno)
+            elif isinstance(node, ast.For | ast.AsyncFor):
+                for name in _stored(node.target):
+                    bind(name, node.lineno)
+            elif isinstance(node, ast.With | ast.AsyncWith):
+                for item in node.items:
+                    for name in _stored(item.optional_vars) if item.optional_vars is not None else ():
+                        bind(name, node.lineno)
+            elif not hasattr(node, "body"):  # a simple statement (an assignment, a walrus in an expression)
+                for name in _stored(node):
+                    bind(name, node.end_lineno or node.lineno)
+            for field in ("body", "orelse", "finalbody"):
+                visit(getattr(node, field, None) or [])
+            for handler in getattr(node, "handlers", None) or []:
+                if handler.name:
+                    bind(handler.name, handler.lineno)
+                visit(handler.body)
+
+    visit(tree.body)
+    return bound
+
+
+def _stored(node: ast.AST) -> set[str]:
+    """The bare names a statement assigns (walrus included), not inside a lambda or comprehension of its own."""
+    if isinstance(node, NESTED_SCOPES):
+        return set()
+    own = {node.id} if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) else set()
+    return own.union(*(_stored(child) for child in ast.iter_child_nodes(node)))
+
+
+def read_too_early(text: str, first_line: int, last_line: int) -> set[str] | None:
+    """Names the signatures of definitions between the lines read when the module runs (annotations, defaults,
+    decorators, bases) that the module binds only after that: a class named in its own methods' annotations, a
+    class defined further down. NameError when the file is imported (None: cannot be told). Annotations count
+    where Python evaluates them when the `def` runs (see EAGER_ANNOTATIONS) and `from __future__ import
+    annotations` does not postpone them."""
+    tables = _tables(text)
+    if tables is None:
+        return None
+    tree, top = tables
+    try:
+        reads = _signature_reads_at(tree, top, first_line, last_line, annotations=EAGER_ANNOTATIONS)
+        bound = _bound_at(tree)
+    except RecursionError:
+        return None
+    # Not what runs only under a type checker (`if TYPE_CHECKING:`); and a name a function binds with `global` is
+    # bound whenever it runs: no telling.
+    unseen = _type_checking_lines(tree)
+    late = {name for name, line in reads if name in bound and bound[name] >= line and line not in unseen}
+    return late - _globals_set_in_functions(top)
+
+
+def _type_checking_lines(tree: ast.Module) -> set[int]:
+    """The lines of `if TYPE_CHECKING:` (or `typing.TYPE_CHECKING`) blocks: code a type checker reads and Python
+    never runs."""
+    lines: set[int] = set()
+    for node in ast.walk(tree):
+        test = node.test if isinstance(node, ast.If) else None
+        if (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+            isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+        ):
+            for child in node.body:
+                lines.update(range(child.lineno, (child.end_lineno or child.lineno) + 1))
+    return lines
+
+
+def _globals_set_in_functions(top: symtable.SymbolTable) -> set[str]:
+    """Names a function declares `global` and assigns or imports: bound in the module when it runs."""
+    names: set[str] = set()
+    stack = list(top.get_children())
+    while stack:
+        t = stack.pop()
+        names |= {
+            s.get_name() for s in t.get_symbols() if s.is_declared_global() and (s.is_assigned() or s.is_imported())
+        }
+        stack.extend(t.get_children())
+    return names
+
+
+def names_read_too_early(
+    old_text: str, old_lines: tuple[int, int], new_text: str, new_lines: tuple[int, int]
+) -> list[str]:
+    """`read_too_early` of the rewrite of the lines `old_lines` of `old_text` (into `new_lines` of `new_text`), less
+    what the old code read too early already; sorted."""
+    after = read_too_early(new_text, *new_lines)
+    if not after:
+        return []
+    return sorted(after - (read_too_early(old_text, *old_lines) or set()))
 
 
 def names_brought_in(old_text: str, old_lines: tuple[int, int], new_text: str, new_lines: tuple[int, int]) -> list[str]:

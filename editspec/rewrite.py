@@ -410,6 +410,7 @@ class RewriteResult:
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
     defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
     undefined_names: list[str] = field(default_factory=list)  # Python: names it reads that nothing defines
+    early_names: list[str] = field(default_factory=list)  # Python: names its signatures read before they are bound
     bad_calls: list[str] = field(default_factory=list)  # Python: calls of the file's own functions they cannot take
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
@@ -463,6 +464,18 @@ class RewriteResult:
             "check it before running it"
         )
 
+    def early_note(self) -> str | None:
+        """What to tell the user of names the new signatures read (annotations, defaults, decorators) that the file
+        binds only later: NameError when the file is imported (written all the same, as names nothing defines)."""
+        if not self.early_names:
+            return None
+        listed = ", ".join(f"`{n}`" for n in self.early_names[:6])
+        return (
+            f"the new {self.target.name}'s signature reads {listed} when the `def` runs, before the file defines it "
+            "(a class's name is defined once its whole body has run): NameError on import. Quote the annotation "
+            '("Name") or add `from __future__ import annotations`'
+        )
+
     def calls_note(self) -> str | None:
         """What to tell the user of calls in the new file that the called function's signature cannot take:
         TypeError when they run (written all the same: a caller elsewhere may be next to rewrite)."""
@@ -477,7 +490,7 @@ class RewriteResult:
     def warnings(self) -> list[str]:
         """The notes on code that parses but will fail when it runs (names nothing defines, calls that do not
         fit), as the CLI, batch mode and the language server show them."""
-        return [note for note in (self.undefined_note(), self.calls_note()) if note]
+        return [note for note in (self.undefined_note(), self.early_note(), self.calls_note()) if note]
 
     def unchanged_note(self) -> str | None:
         """What to tell the user of an answer that is the code as it was, even after any second look."""
@@ -524,6 +537,7 @@ class RewriteResult:
             "dropped_code": self.dropped_code,
             "compile_error": self.compile_error,
             "undefined_names": self.undefined_names,
+            "early_names": self.early_names,
             "bad_calls": self.bad_calls,
             "imports": self.imports,
             "unchanged": self.unchanged,
@@ -748,7 +762,9 @@ class Rewriter:
         compile_error = pysource.compile_error(new_text) if spec.name == "python" and not errors else None
         if compile_error and pysource.compile_error(job.source.text):
             compile_error = None  # the old file did not compile either (Python 2, newer syntax): not the rewrite's
-        undefined = self._names_brought_in(job, new_text, new_region, start_char, imports_at[1]) if not errors else []
+        lines = self._python_lines(job, new_region, start_char, imports_at[1]) if not errors else None
+        undefined = names.names_brought_in(job.source.text, lines[0], new_text, lines[1]) if lines else []
+        early = names.names_read_too_early(job.source.text, lines[0], new_text, lines[1]) if lines else []
         bad_calls = (
             [m.text() for m in calls.calls_brought_in(job.source.text, new_text)]
             if spec.name == "python" and not errors
@@ -779,22 +795,23 @@ class Rewriter:
             # (an answer that does not parse may only look empty to the parser: the parse error is the reason given)
             defines_nothing=not errors and defines_nothing(dedent(job.region, job.indent), code, spec),
             undefined_names=undefined,
+            early_names=early,
             bad_calls=bad_calls,
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
         )
 
     @staticmethod
-    def _names_brought_in(job: _Job, new_text: str, new_region: str, start_char: int, imports: str) -> list[str]:
-        """Python: the names the new code reads that nothing defines (see editspec.names); [] in other languages.
-        The region's lines before and after (imports the answer added go in above it)."""
+    def _python_lines(
+        job: _Job, new_region: str, start_char: int, imports: str
+    ) -> tuple[tuple[int, int], tuple[int, int]] | None:
+        """Python: the region's lines (first, last) in the old text and in the new one (imports the answer added go
+        in above it), for the checks of editspec.names; None in other languages."""
         if job.spec.name != "python":
-            return []
+            return None
         old_first = job.source.text.count("\n", 0, start_char) + 1
         new_first = old_first + imports.count("\n")
-        return names.names_brought_in(
-            job.source.text,
+        return (
             (old_first, old_first + job.region.rstrip("\n").count("\n")),
-            new_text,
             (new_first, new_first + new_region.rstrip("\n").count("\n")),
         )
 

@@ -490,6 +490,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "target": target.name,
             "second_look": bool(result.second_look),
             "undefined_names": result.undefined_names,
+            "early_names": result.early_names,
             "bad_calls": result.bad_calls,
             "stats": s.summary(),
         }

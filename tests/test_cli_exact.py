@@ -9,6 +9,7 @@ import pytest
 from click.testing import CliRunner
 
 from editspec.cli import EXIT_CHANGED, EXIT_INPUT, EXIT_INTERRUPTED, EXIT_UNPARSABLE, EXIT_USAGE, main
+from editspec.names import EAGER_ANNOTATIONS
 from tests.raw_lsp import scripted
 
 TWO = (
@@ -657,6 +658,23 @@ def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two)
     )
     assert as_json.exit_code == 0, as_json.output
     assert json.loads(as_json.stdout)["undefined_names"] == []
+
+
+@pytest.mark.skipif(not EAGER_ANNOTATIONS, reason="from Python 3.14 on, annotations are read when asked for")
+def test_a_method_annotated_with_its_own_class_is_written_with_a_note(two):
+    """`Rect` inside class Rect's body is not a name yet when the `def` runs: NameError on import, which the user is
+    told (and --json says); quoted, it is not."""
+    hinted = scripted(("def __init__(self, w, h):", "def __init__(self, w, h, like: Rect = None):"))
+    result = CliRunner().invoke(main, ["rewrite", str(two), "-f", "Rect.__init__", "-i", hinted, "--apply"])
+    assert result.exit_code == 0, result.output
+    assert "like: Rect = None" in two.read_text()
+    said = " ".join(result.stderr.split())
+    assert "note: the new Rect.__init__'s signature reads `Rect` when the `def` runs, before the file defines" in said
+    two.write_text(TWO)
+    quoted = scripted(("def __init__(self, w, h):", 'def __init__(self, w, h, like: "Rect" = None):'))
+    as_json = CliRunner().invoke(main, ["rewrite", str(two), "-f", "Rect.__init__", "-i", quoted, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout)["early_names"] == []
 
 
 OVERLOADED = (

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from editspec.names import names_brought_in
+import pytest
+
+from editspec import names
+from editspec.names import EAGER_ANNOTATIONS, names_brought_in, names_read_too_early
 
 FILE = (
     "import os\n"
@@ -173,3 +176,64 @@ def test_python_s_view_of_a_file_shows_none_of_its_warnings():
     assert pysource.compile_error("def f():\n\tif 1:\n\t\treturn 1\n        return 2\n") == (
         "line 4: inconsistent use of tabs and spaces in indentation"
     )
+
+
+EARLY = (
+    "import typing\n"
+    "\n"
+    "\n"
+    "class Point:\n"
+    "    def __init__(self, x):\n"
+    "        self.x = x\n"
+    "\n"
+    "    def add(self, other):\n"
+    "        return Point(self.x + other.x)\n"
+    "\n"
+    "\n"
+    "def make(p, n=3):\n"
+    "    return p\n"
+    "\n"
+    "\n"
+    "LIMIT = 3\n"
+)
+ADD = (8, 9)
+MAKE = (12, 13)
+
+
+def early(old: str, new: str, lines: tuple[int, int], prefix: str = "") -> list[str]:
+    text = prefix + EARLY
+    shift = prefix.count("\n")
+    return names_read_too_early(text, lines, text.replace(old, new), (lines[0] + shift, lines[1] + shift))
+
+
+@pytest.mark.skipif(not EAGER_ANNOTATIONS, reason="from Python 3.14 on, annotations are read when asked for")
+def test_a_signature_that_reads_a_class_before_it_is_defined_is_reported():
+    # Inside its own class, `Point` is not yet a name: the class is bound once its body has run.
+    assert early("def add(self, other):", "def add(self, other: Point) -> Point:", ADD) == ["Point"]
+    # Further down the file: `LIMIT` is bound after `make`'s `def` has run (its default is read then).
+    assert early("def make(p, n=3):", "def make(p: Point, n=LIMIT):", MAKE) == ["LIMIT"]
+    # Quoted, postponed, or read only in the body (when it runs, the module is done): nothing to report.
+    assert early("def add(self, other):", 'def add(self, other: "Point") -> "Point":', ADD) == []
+    postponed = "from __future__ import annotations\n"
+    assert early("def add(self, other):", "def add(self, other: Point) -> Point:", ADD, postponed) == []
+    assert early("        return p\n", "        return p if LIMIT else Point(0)\n", MAKE) == []
+
+
+def test_a_default_read_too_early_is_reported_on_any_python():
+    assert early("def make(p, n=3):", "def make(p, n=LIMIT):", MAKE) == ["LIMIT"]
+
+
+def test_what_only_a_type_checker_reads_is_not_reported():
+    text = (
+        "from typing import TYPE_CHECKING\n\n"
+        "if TYPE_CHECKING:\n    class Alias(Later):\n        pass\n\n\n"
+        "class Later:\n    pass\n"
+    )
+    assert names.read_too_early(text, 1, 9) == set()
+    assert names.read_too_early(text.replace("if TYPE_CHECKING:", "if True:"), 1, 9) == {"Later"}
+
+
+def test_a_name_read_too_early_before_the_rewrite_is_not_the_rewrites():
+    before = EARLY.replace("def add(self, other):", "def add(self, other) -> Point:")
+    after = before.replace("def add(self, other) -> Point:", "def add(self, other: Point) -> Point:")
+    assert names_read_too_early(before, ADD, after, ADD) == []
