@@ -24,7 +24,7 @@ from . import pysource
 MODULE_DUNDERS = {"__file__", "__name__", "__doc__", "__builtins__", "__spec__", "__loader__", "__package__",
                   "__path__", "__annotations__", "__dict__", "__debug__", "__class__"}  # fmt: skip
 # Calls that can define module names no statement shows (`globals().update(Enum.__members__)`, as ssl and re do):
-# a file that makes one gets no note.
+# a file that makes one gets no note (`vars()` without an argument, that is: `vars(obj)` is obj's own).
 INJECTS = {"globals", "vars", "exec"}
 BUILTINS = set(dir(builtins)) | MODULE_DUNDERS
 # Before Python 3.14 (PEP 649) a function's annotations are evaluated when its `def` runs; from 3.14 on, when
@@ -43,7 +43,8 @@ def _tables(text: str) -> tuple[ast.Module, symtable.SymbolTable] | None:
         if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
             return None
         if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in INJECTS:
-            return None
+            if not (n.func.id == "vars" and n.args):  # `vars(obj)` is obj's attributes, not the module's names
+                return None
     return tree, top
 
 
@@ -92,6 +93,9 @@ def _class_bodies(top: symtable.SymbolTable) -> dict[tuple[str, int], set[str]]:
         t = stack.pop()
         if t.get_type() == "class":
             bound = {s.get_name() for s in t.get_symbols() if s.is_assigned() or s.is_imported() or s.is_namespace()}
+            # A private name (`__marker`) is kept mangled (`_OrderedDict__marker`); the syntax tree reads it plain.
+            mangled = f"_{t.get_name().lstrip('_')}__"
+            bound |= {"__" + name[len(mangled) :] for name in bound if name.startswith(mangled)}
             found[(t.get_name(), t.get_lineno())] = bound
         stack.extend(t.get_children())
     return found

@@ -237,3 +237,18 @@ def test_a_name_read_too_early_before_the_rewrite_is_not_the_rewrites():
     before = EARLY.replace("def add(self, other):", "def add(self, other) -> Point:")
     after = before.replace("def add(self, other) -> Point:", "def add(self, other: Point) -> Point:")
     assert names_read_too_early(before, ADD, after, ADD) == []
+
+
+def test_vars_of_an_object_and_a_class_private_name_leave_the_check_on():
+    """`vars(obj)` cannot define module names (a bare `vars()` or `globals()` can: no note then), and a class's
+    `__marker` is its own though Python keeps it mangled."""
+    text = (
+        "class Box:\n"
+        "    __marker = object()\n\n"
+        "    def pop(self, key, default=__marker):\n"
+        "        return vars(self).get(key, default)\n\n\n"
+        "def total(xs):\n"
+        "    return clamp(sum(xs))\n"
+    )
+    assert names.undefined(text, 1, 9) == {"clamp"}
+    assert names.undefined(text.replace("vars(self)", "vars()"), 1, 9) is None
