@@ -268,8 +268,11 @@ def test_an_interrupted_file_goes_on_from_its_last_function(tmp_path, workers):
     tree = make_tree(tmp_path, names=("shapes.py",))
     original = (tree / "shapes.py").read_text()
     state = tmp_path / "state.json"
-    kept = interrupt_part_way(tree, state, "--apply", *workers)
+    report = tmp_path / "report.json"
+    kept = interrupt_part_way(tree, state, "--apply", "--json", str(report), *workers)
     assert (tree / "shapes.py").read_text() == original, "a part-way file was written"
+    (part_way,) = json.loads(report.read_text())["part_way"]
+    assert part_way["path"].endswith("shapes.py") and (part_way["functions"], part_way["done"]) == (5, kept)
     resumed = resume(tree, state, "--apply", *workers)
     assert resumed.returncode == 0, resumed.stderr
     said = " ".join(resumed.stderr.split())
