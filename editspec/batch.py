@@ -396,6 +396,15 @@ class BatchState:
             return None
         return resume
 
+    def part_way(self, display_paths: Iterable[str]) -> dict[str, tuple[int, int]]:
+        """Of these files, those part-way through: (functions planned, functions done)."""
+        wanted = set(display_paths)
+        return {
+            d: (len(e["planned"]), len(e["planned"]) - len(e["pending"]))
+            for d, e in self.partial.items()
+            if d in wanted
+        }
+
     def record_checkpoint(self, display_path: str, job: FileJob, checkpoint: Checkpoint) -> None:
         self.partial[display_path] = {"planned": [(t.name, t.line) for t in job.targets], **asdict(checkpoint)}
         self._write()

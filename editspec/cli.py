@@ -1102,9 +1102,8 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
             patch_path.write_text(patch)
         else:
             click.echo(patch, nl=False)
-    # Files part-way through, if it stopped: each one's checkpoint and how many of its functions are done.
-    kept = {d: (c, len(c["planned"]) - len(c["pending"])) for d, c in state.partial.items() if d in displays}
-    part_done = sum(n for _, n in kept.values())
+    kept = state.part_way(displays)  # files part-way through, if it stopped
+    part_done = sum(done for _, done in kept.values())
     print_batch_summary(ordered, unreadable, total, apply_, patch_path, part_done)
     if len(per_worker) > 1 or (per_worker and not per_function):
         for name, stats in sorted(per_worker.items()):
@@ -1122,7 +1121,7 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
             "where": pool.description,
             "interrupted": interrupted,
             # files a stopped run left part-way through: their functions done are kept in the state for the rerun
-            "part_way": [{"path": d, "functions": len(c["planned"]), "done": n} for d, (c, n) in kept.items()],
+            "part_way": [{"path": d, "functions": n, "done": done} for d, (n, done) in kept.items()],
         }
         json_path.write_text(json.dumps(report, indent=1))
     if stopped:

@@ -151,7 +151,10 @@ def _signature_reads_at(
 def undefined(text: str, first_line: int, last_line: int) -> set[str] | None:
     """Names the code between the lines reads from the module that neither the module nor builtins define (None:
     cannot be told)."""
-    tables = _tables(text)
+    return _undefined_in(_tables(text), first_line, last_line)
+
+
+def _undefined_in(tables: tuple[ast.Module, symtable.SymbolTable] | None, first_line: int, last_line: int):
     if tables is None:
         return None
     tree, top = tables
@@ -214,7 +217,10 @@ def read_too_early(text: str, first_line: int, last_line: int) -> set[str] | Non
     class defined further down. NameError when the file is imported (None: cannot be told). Annotations count
     where Python evaluates them when the `def` runs (see EAGER_ANNOTATIONS) and `from __future__ import
     annotations` does not postpone them."""
-    tables = _tables(text)
+    return _too_early_in(_tables(text), first_line, last_line)
+
+
+def _too_early_in(tables: tuple[ast.Module, symtable.SymbolTable] | None, first_line: int, last_line: int):
     if tables is None:
         return None
     tree, top = tables
@@ -257,22 +263,17 @@ def _globals_set_in_functions(top: symtable.SymbolTable) -> set[str]:
     return names
 
 
-def names_read_too_early(
+def brought_in(
     old_text: str, old_lines: tuple[int, int], new_text: str, new_lines: tuple[int, int]
-) -> list[str]:
-    """`read_too_early` of the rewrite of the lines `old_lines` of `old_text` (into `new_lines` of `new_text`), less
-    what the old code read too early already; sorted."""
-    after = read_too_early(new_text, *new_lines)
-    if not after:
-        return []
-    return sorted(after - (read_too_early(old_text, *old_lines) or set()))
-
-
-def names_brought_in(old_text: str, old_lines: tuple[int, int], new_text: str, new_lines: tuple[int, int]) -> list[str]:
-    """The names the rewrite of the lines `old_lines` of `old_text` (into `new_lines` of `new_text`) reads that
-    nothing defines, less those the old code read already undefined; sorted. Empty when it cannot be told."""
-    after = undefined(new_text, *new_lines)
-    if not after:
-        return []
-    before = undefined(old_text, *old_lines) or set()
-    return sorted(after - before)
+) -> tuple[list[str], list[str]]:
+    """What the rewrite of the lines `old_lines` of `old_text` (into `new_lines` of `new_text`) brings in, sorted:
+    names it reads that nothing defines (`undefined`), and names its signatures read too early (`read_too_early`),
+    less what the old code did already. Empty when it cannot be told. Each text is parsed once (the old one only
+    when the new one has something to report)."""
+    new = _tables(new_text)
+    after = (_undefined_in(new, *new_lines) or set(), _too_early_in(new, *new_lines) or set())
+    if not any(after):
+        return [], []
+    old = _tables(old_text)
+    before = (_undefined_in(old, *old_lines) or set(), _too_early_in(old, *old_lines) or set())
+    return sorted(after[0] - before[0]), sorted(after[1] - before[1])

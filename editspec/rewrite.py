@@ -763,8 +763,7 @@ class Rewriter:
         if compile_error and pysource.compile_error(job.source.text):
             compile_error = None  # the old file did not compile either (Python 2, newer syntax): not the rewrite's
         lines = self._python_lines(job, new_region, start_char, imports_at[1]) if not errors else None
-        undefined = names.names_brought_in(job.source.text, lines[0], new_text, lines[1]) if lines else []
-        early = names.names_read_too_early(job.source.text, lines[0], new_text, lines[1]) if lines else []
+        undefined, early = names.brought_in(job.source.text, lines[0], new_text, lines[1]) if lines else ([], [])
         bad_calls = (
             [m.text() for m in calls.calls_brought_in(job.source.text, new_text)]
             if spec.name == "python" and not errors

@@ -5,7 +5,16 @@ from __future__ import annotations
 import pytest
 
 from editspec import names
-from editspec.names import EAGER_ANNOTATIONS, names_brought_in, names_read_too_early
+from editspec.names import EAGER_ANNOTATIONS, brought_in
+
+
+def names_brought_in(*spans) -> list[str]:
+    return brought_in(*spans)[0]
+
+
+def names_read_too_early(*spans) -> list[str]:
+    return brought_in(*spans)[1]
+
 
 FILE = (
     "import os\n"

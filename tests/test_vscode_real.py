@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from editspec.names import names_brought_in
+from editspec.names import brought_in
 
 ROOT = Path(__file__).resolve().parents[1]
 EXTENSION = ROOT / "extension" / "vscode"
@@ -220,7 +220,7 @@ def test_rewrite_undo_cancel_and_trace_in_code_server(tmp_path):
     first_line = CODE[:first].count("\n") + 1
     old_lines = (first_line, CODE[:end].count("\n"))
     new_lines = (first_line, expected[: len(expected) - len(CODE) + end].count("\n"))
-    undefined = names_brought_in(CODE, old_lines, expected, new_lines)
+    undefined, _ = brought_in(CODE, old_lines, expected, new_lines)
     for name in undefined:
         assert report["warning"] and f"`{name}`" in report["warning"], report["warning"]
     if not undefined:
