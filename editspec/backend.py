@@ -19,17 +19,11 @@ import llama_cpp
 import llama_cpp.llama_cpp as L
 import numpy as np
 
+from .kernels import setting_for
 from .models import ModelError, PrepareProgress, extra_buffers_allowed, gpu_layers, resolve_model_path
 from .prefix_cache import PrefixCache, reuse_prefix
 
 _quiet_logger = None
-# llama.cpp's CPU backend hands matrix products over 8 or more rows of K-quant weights to a tiled kernel. On the
-# machines this was tuned on (2 cores, AVX2) that kernel made verify passes of 8-16 tokens 20-40% dearer than
-# the plain dot products (a pass of 8 tokens cost about 5.8 single steps with it, 3.8 without), while prefill
-# gained about 7%. Speculation lives on those passes, so it is off unless the user sets the variable.
-# llama.cpp reads it once, at the first product in the process: this import comes before any model runs.
-TILED_MATMUL_ENV = "GGML_CPU_TILED_MM"
-TILED_MATMUL = os.environ.setdefault(TILED_MATMUL_ENV, "0")
 DEFAULT_MAX_CONTEXT = 16384  # tokens: room for a function of well over 1,000 lines and its answer
 
 
@@ -76,6 +70,8 @@ class LlamaBackend:
         self.path = resolve_model_path(model_path, progress=on_prepare)
         self.n_threads = n_threads or os.cpu_count() or 1
         self.n_gpu_layers = gpu_layers(n_gpu_layers)
+        # llama.cpp's CPU kernels for this model on this machine (see kernels.py), set before its first product.
+        self.tiled_matmul = setting_for(self.path, self.n_threads)
         params = L.llama_model_default_params()
         params.use_extra_bufts = extra_buffers_allowed()
         params.n_gpu_layers = self.n_gpu_layers if self.n_gpu_layers >= 0 else 2**31 - 1
@@ -275,7 +271,7 @@ class LlamaBackend:
             "mtime": int(stat.st_mtime),
             "threads": self.n_threads,
             "context": "no-flash-attn/1",
-            "tiled_matmul": TILED_MATMUL,
+            "tiled_matmul": self.tiled_matmul,
             "calibration": "median-of-shuffled-sweeps",  # how it was measured: an older calibration is measured again
             "gpu_layers": self.n_gpu_layers,
         }

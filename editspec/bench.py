@@ -394,7 +394,12 @@ def run_benchmark(
         drift_summary = {"median": _median(drifts), "lowest": min(drifts), "highest": max(drifts), "cases": len(drifts)}
     return {
         "methods": list(methods),
-        "machine": {"threads": threads, "model": str(backend.path), "cpu_count": os.cpu_count()},
+        "machine": {
+            "threads": threads,
+            "model": str(backend.path),
+            "cpu_count": os.cpu_count(),
+            "tiled_matmul": backend.tiled_matmul,
+        },
         "peers": peer_ratios(results, methods),
         "cases": results,
         "summary": summary,

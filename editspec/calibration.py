@@ -79,11 +79,11 @@ def verify_seconds(backend, refresh: bool = False, on_measure=None) -> list[floa
     if not refresh and isinstance(cached, list) and len(cached) == MAX_PASS + 1:
         return cached
     costs = measure_verify_seconds(backend, on_progress=on_measure)
-    _atomic_update(cache_file(), key, costs)  # a read-only home only costs a re-measurement next time
+    atomic_update(cache_file(), key, costs)  # a read-only home only costs a re-measurement next time
     return costs
 
 
-def _atomic_update(path: Path, key: str, value) -> None:
+def atomic_update(path: Path, key: str, value) -> None:
     """Set path's JSON object's `key` to `value`, replacing the file atomically (a read-only cache is no error)."""
     try:
         cached = json.loads(path.read_text())
@@ -121,7 +121,7 @@ class LearnedState:
         return entry if isinstance(entry, dict) else {}
 
     def save(self, state: dict) -> None:
-        _atomic_update(learned_file(), self.key, state)
+        atomic_update(learned_file(), self.key, state)
 
 
 # Online costs, in two parts. The calibration is a prior worth PRIOR_ROUNDS rounds at every length; each observed

@@ -659,6 +659,10 @@ def bench(model, draft_model, threads, data, limit, methods, repeat, json_path, 
         err.print(f"wrote {json_path}")
 
 
+def kernels_label(tiled: str | None) -> str:
+    return {"1": "tiled kernels", "0": "untiled kernels"}.get(tiled or "", "kernels unknown")
+
+
 def print_quality(result: dict, methods) -> None:
     s = result["summary"]
     labels = {
@@ -667,7 +671,8 @@ def print_quality(result: dict, methods) -> None:
         "whole_file": "llama-cpp-python, whole file",
     }
     table = Table(
-        title=f"Quality: {result['problems']} single-definition CanItEdit problems, {result['model']} (greedy)"
+        title=f"Quality: {result['problems']} single-definition CanItEdit problems, {result['model']} (greedy; "
+        f"{kernels_label(result.get('tiled_matmul'))})"
     )
     table.add_column("method", no_wrap=True)
     for col in ("pass@1", "wrong", "refused", "s/edit", "prefill s", "decode s", "tok/s"):
@@ -752,8 +757,8 @@ def print_latency(result: dict) -> None:
 def print_bench(result: dict, methods) -> None:
     out = table_console()
     table = Table(
-        title=f"{len(result['cases'])} CanItEdit cases, {result['machine']['threads']} threads "
-        "(medians; decode-only speed)"
+        title=f"{len(result['cases'])} CanItEdit cases, {result['machine']['threads']} threads, "
+        f"{kernels_label(result['machine'].get('tiled_matmul'))} (medians; decode-only speed)"
     )
     table.add_column("method", no_wrap=True)
     for col in ("decode tok/s", "vs plain", "story", "prefill s", "= plain"):

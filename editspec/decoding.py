@@ -7,7 +7,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from . import calibration
+from . import calibration, kernels
 from .acceptance import GreedyAcceptance, SamplingAcceptance
 from .drafters import CombinedDrafter, DraftModelDrafter, PromptLookupDrafter
 from .engine import Generation, StopCondition, TokenCallback, generate
@@ -78,6 +78,8 @@ class Decoder:
         else:
             measured = verify_seconds or calibration.verify_seconds(backend, on_measure=on_calibrate)
             self.verify_seconds = list(measured)
+            if verify_seconds is None and hasattr(backend, "tiled_matmul"):  # once per machine: which CPU kernels pay
+                kernels.measure_other(backend, self.verify_seconds, on_progress=on_calibrate)
         self.calibrated = self.verify_seconds
         # Costs are learned online only where the decoder learns: one given its costs keeps them.
         self.costs = calibration.OnlineCosts(self.verify_seconds, state.get("costs")) if self.learning else None

@@ -265,13 +265,14 @@ def run_quality(
                 + " · ".join(f"{m} {row[m]['status']} {row[m]['seconds']:.1f}s" for m in methods)
                 + (f" — {row['editspec']['why']}" if row.get("editspec", {}).get("why") else "")
             )
-        threads_used = backend.n_threads
+        threads_used, tiled = backend.n_threads, backend.tiled_matmul
         model_name = backend.path.name
         backend.close()
         del llm
     return {
         "model": model_name,
         "threads": threads_used,
+        "tiled_matmul": tiled,  # llama.cpp's CPU kernels both methods ran with (kernels.py)
         "problems": len(problems),
         "left_out": left_out,
         "cases": cases,

@@ -333,20 +333,6 @@ def test_gpu_layers_are_part_of_the_calibration_identity(backend):
     assert backend.n_gpu_layers == 0
 
 
-@pytest.mark.parametrize("given, expected", [(None, "0"), ("1", "1")])
-def test_tiled_kernels_are_off_unless_the_user_turns_them_on(given, expected):
-    """llama.cpp reads GGML_CPU_TILED_MM once per process; a calibration taken with other kernels is not reused."""
-    env = {k: v for k, v in os.environ.items() if k != "GGML_CPU_TILED_MM"}
-    if given is not None:
-        env["GGML_CPU_TILED_MM"] = given
-    code = (
-        "import os\nfrom editspec.backend import LlamaBackend\n"
-        "print(os.environ['GGML_CPU_TILED_MM'], LlamaBackend('tiny', n_ctx=256).identity()['tiled_matmul'])"
-    )
-    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
-    assert out.split() == [expected, expected]
-
-
 @pytest.mark.parametrize("flags, allowed", [("fpu avx2 amx_bf16 amx_tile amx_int8", False), ("fpu avx2 avx512f", True)])
 def test_amx_is_detected_and_switches_extra_buffers_off(monkeypatch, tmp_path, flags, allowed):
     import llama_cpp.llama_cpp as L
