@@ -16,10 +16,14 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
+
+import llama_cpp
 
 from . import calibration
 
@@ -50,16 +54,12 @@ def _cpu() -> str:
             flags = flags or (value.strip() if key.strip() == "flags" else "")
     except OSError:
         pass
-    import platform
-
     name = name or platform.processor() or platform.machine()
     return f"{name} [{hashlib.sha256(flags.encode()).hexdigest()[:12]}]"
 
 
 def choice_key(model_path: str | os.PathLike, n_threads: int) -> str:
     stat = Path(model_path).stat()
-    import llama_cpp
-
     ident = {
         "model": str(model_path),
         "size": stat.st_size,
@@ -130,21 +130,28 @@ def measure_other(backend, verify_seconds: list[float], on_progress=None) -> dic
     other = "1" if mine == "0" else "0"
     own = {"prefill_per_token": prefill_seconds_per_token(backend), "verify_seconds": list(verify_seconds)}
     env = dict(os.environ, **{ENV: other})
-    child = subprocess.Popen(
-        [sys.executable, "-m", "editspec.kernels", str(backend.path), str(backend.n_threads)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
     result = None
-    for line in child.stdout:
-        message = json.loads(line)
-        if "progress" in message and on_progress is not None:
-            on_progress(*message["progress"])
-        result = message.get("result", result)
-    error = child.stderr.read().strip()
-    child.wait()
+    with tempfile.TemporaryFile("w+") as errors:  # a file, not a pipe: a chatty child cannot block on it
+        child = subprocess.Popen(
+            [sys.executable, "-m", "editspec.kernels", str(backend.path), str(backend.n_threads)],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=errors,
+            text=True,
+        )
+        for line in child.stdout:
+            try:
+                message = json.loads(line)
+            except ValueError:
+                continue  # not one of ours
+            if not isinstance(message, dict):
+                continue
+            if "progress" in message and on_progress is not None:
+                on_progress(*message["progress"])
+            result = message.get("result", result)
+        child.wait()
+        errors.seek(0)
+        error = errors.read().strip()
     if child.returncode == 0 and result is not None:
         entry = decide({mine: own, other: result})
     else:  # the other kernels failed (a CPU that faults on them): keep these, and do not try again
