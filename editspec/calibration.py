@@ -37,7 +37,7 @@ def measure_verify_seconds(
     total)` before the first pass and after each, counting m + 1 for a pass over m tokens (about how its time
     grows)."""
     sweeps = SWEEPS if sweeps is None else sweeps
-    filler = [t % (backend.n_vocab - 10) + 10 for t in range(CONTEXT_TOKENS)]
+    filler = filler_tokens(backend, CONTEXT_TOKENS)
     backend.truncate(0)
     backend.prefill(filler)
     lengths = list(range(1, MAX_PASS + 1))
@@ -58,6 +58,11 @@ def measure_verify_seconds(
                 on_progress(done, total)
     backend.truncate(0)
     return [0.0] + [statistics.median(times[m]) for m in range(1, MAX_PASS + 1)]
+
+
+def filler_tokens(backend, n: int) -> list[int]:
+    """n ordinary tokens (past the first ten ids, where the special ones are) to time passes and prompts with."""
+    return [t % (backend.n_vocab - 10) + 10 for t in range(n)]
 
 
 MEASURING = "measuring what a verify pass costs on this machine (once per model file and thread count)"

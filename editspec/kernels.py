@@ -26,6 +26,7 @@ from pathlib import Path
 import llama_cpp
 
 from . import calibration
+from .models import cpu_info
 
 ENV = "GGML_CPU_TILED_MM"
 USER_SETTING = os.environ.get(ENV)  # as the user started the process, before editspec sets it
@@ -46,14 +47,7 @@ def choices_file() -> Path:
 
 def _cpu() -> str:
     """The CPU's name and a digest of its feature flags (a machine of another kind measures afresh)."""
-    name, flags = "", ""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            key, _, value = line.partition(":")
-            name = name or (value.strip() if key.strip() == "model name" else "")
-            flags = flags or (value.strip() if key.strip() == "flags" else "")
-    except OSError:
-        pass
+    name, flags = cpu_info()
     name = name or platform.processor() or platform.machine()
     return f"{name} [{hashlib.sha256(flags.encode()).hexdigest()[:12]}]"
 
@@ -100,7 +94,7 @@ def modelled_seconds(prefill_per_token: float, verify_seconds: list[float]) -> f
 
 def prefill_seconds_per_token(backend) -> float:
     """Seconds per token of reading a prompt, read whole: no kept prefix of it reused."""
-    filler = [t % (backend.n_vocab - 10) + 10 for t in range(PREFILL_TOKENS)]
+    filler = calibration.filler_tokens(backend, PREFILL_TOKENS)
     kept, backend.prefix_cache = getattr(backend, "prefix_cache", None), None
     try:
         backend.truncate(0)

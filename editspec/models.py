@@ -439,12 +439,22 @@ def gpu_layers(value: int | str | None) -> int:
 CPUINFO = "/proc/cpuinfo"
 
 
-def cpu_has_amx() -> bool:
+def cpu_info() -> tuple[str, str]:
+    """The first CPU's model name and feature flags ("" for what the system does not say)."""
+    found = {"model name": "", "flags": ""}
     try:
         with open(CPUINFO) as f:
-            return any(line.startswith("flags") and "amx_tile" in line for line in f)
+            for line in f:
+                key, _, value = line.partition(":")
+                if key.strip() in found and not found[key.strip()]:
+                    found[key.strip()] = value.strip()
     except OSError:
-        return False
+        pass
+    return found["model name"], found["flags"]
+
+
+def cpu_has_amx() -> bool:
+    return "amx_tile" in cpu_info()[1].split()
 
 
 def extra_buffers_allowed() -> bool:
