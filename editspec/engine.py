@@ -53,6 +53,9 @@ class Draft:
     run: int = 0  # how many tokens before the draft already matched where it was copied from
     copied_from: int | None = None  # index into the history (prompt + output) of the first copied token
     line_starts: tuple[bool, ...] = ()  # per token: it starts a line (empty: not known)
+    # The copy's place is a guess: one of several equally long matches, or in the answer itself (a pattern the
+    # answer repeats) rather than in the prompt's code. Such copies break far more often after a short match.
+    weak: bool = False
 
 
 class Drafter(Protocol):
@@ -73,11 +76,17 @@ class DraftLengthPolicy(Protocol):
     def start(self) -> None:
         """A new request begins."""
 
-    def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
+    def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = (), weak: bool = False) -> int:
         """How many of `available` drafted tokens to verify (0 = a plain decoding step)."""
 
     def update(
-        self, kind: str, run: int, n_verified: int, n_accepted: int, line_starts: Sequence[bool] = ()
+        self,
+        kind: str,
+        run: int,
+        n_verified: int,
+        n_accepted: int,
+        line_starts: Sequence[bool] = (),
+        weak: bool = False,
     ) -> None: ...
 
     def passed(self, tokens: int, emitted: int) -> None:
@@ -305,7 +314,7 @@ def generate(
         n_accepted, next_token = verify(acceptance, rows, drafted, 0)
         backend.truncate(len(prompt) + n_accepted)
         if policy is not None:
-            policy.update(opening.origin, opening.run, len(drafted), n_accepted, opening.line_starts)
+            policy.update(opening.origin, opening.run, len(drafted), n_accepted, opening.line_starts, opening.weak)
             policy.passed(len(drafted), n_accepted + 1)
         stats.drafted_tokens, stats.accepted_tokens = len(drafted), n_accepted
         first = [*drafted[:n_accepted], next_token]
@@ -339,7 +348,7 @@ def generate(
             k = min(len(draft.tokens), max_draft, max_tokens - len(out))
             k = _room_before_stop(stop, draft.tokens[:k])
             if policy is not None and k > 0:
-                k = min(k, policy.choose(draft.origin, draft.run, k, draft.line_starts))
+                k = min(k, policy.choose(draft.origin, draft.run, k, draft.line_starts, draft.weak))
         drafted = draft.tokens[:k] if draft is not None else []
         rows = backend.evaluate([out[-1], *drafted])
         n_accepted, next_token = verify(acceptance, rows, drafted, len(out))
@@ -347,9 +356,10 @@ def generate(
         backend.truncate(len(prompt) + len(out) + n_accepted)
         if draft is not None and draft.tokens and policy is not None:
             if k > 0:
-                policy.update(draft.origin, draft.run, k, n_accepted, draft.line_starts)
+                policy.update(draft.origin, draft.run, k, n_accepted, draft.line_starts, draft.weak)
             else:  # nothing verified, but the emitted token shows whether the draft would have started right
-                policy.update(draft.origin, draft.run, 1, int(draft.tokens[0] == next_token), draft.line_starts)
+                first_right = int(draft.tokens[0] == next_token)
+                policy.update(draft.origin, draft.run, 1, first_right, draft.line_starts, draft.weak)
         if policy is not None:
             policy.passed(k + 1, n_accepted + 1)
 

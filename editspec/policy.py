@@ -20,11 +20,18 @@ is 1): a story whose first few copies fail stops drafting after them instead of 
 that does as well as the estimates (code edits, as a rule) drafts exactly as before. Never up: a request's
 long copies that beat the estimates say nothing about its short matches.
 
+Copies whose place is a guess (`Draft.weak`: one of several places that match as long, or a pattern in the answer
+itself) break far more often after a short match than copies of one place in the code being edited, so they have
+estimates of their own: trusting a copy of the answer's own `self.` after three tokens as much as the code's
+unique `def total_area(` cost more than any other misjudgement, in passes verified for nothing.
+
 And a request must not end up slower than plain decoding, whatever the estimates say: a copy that has held for
 20 tokens is usually right, and when it breaks at once a pass over 25 tokens has cost 14 steps for two tokens. So
 each request keeps a ledger of how far ahead of plain decoding it is by the costs it plans with (every pass's
-tokens against one step each), and a pass may risk losing no more than that lead plus RISK_STEPS steps: a request that
-is behind drafts a few tokens at a time until its copies have won the lead back, one that is ahead drafts freely.
+tokens against one step each), and a pass may risk losing no more than LEAD_AT_RISK of that lead plus RISK_STEPS
+steps: a request that is behind drafts a few tokens at a time until its copies have won the lead back, one that is
+ahead drafts freely. Not the whole lead: a short answer whose opening copy won three steps and whose next long draft
+then broke at once would end up behind plain by the two steps (0.90x over 20 tokens).
 """
 
 from __future__ import annotations
@@ -39,6 +46,7 @@ FORGETTING = 0.995  # per observed token: acceptance drifts as generation moves 
 REQUEST_WEIGHT = 4.0  # tokens of evidence that a request accepts as the estimates expect
 REQUEST_FACTOR_FLOOR = 0.1  # the least a request's record scales the odds of acceptance by
 RISK_STEPS = 2.0  # what a pass may lose beyond the request's lead over plain decoding, in plain steps
+LEAD_AT_RISK = 0.7  # the share of that lead a pass may lose
 
 
 def run_bucket(run: int) -> int:
@@ -56,6 +64,21 @@ PRIOR_ACCEPTANCE = (0.2, 0.3, 0.45, 0.65, 0.85, 0.88, 0.95, 0.96, 0.98, 0.98, 0.
 # (0.51 against 0.28 mid-line after a one-token match), while in a long copy a line is where an edit begins
 # (0.983 against 0.994 after 64 tokens).
 PRIOR_LINE_START_ACCEPTANCE = (0.2, 0.5, 0.7, 0.8, 0.85, 0.89, 0.94, 0.94, 0.95, 0.98, 0.975, 0.985, 0.98)
+
+
+# The same for copies whose place is a guess (`Draft.weak`), inside a line and at line starts, measured the same way
+# (coder model, CanItEdit's whole-file rewrites): after a 3-token match 0.53 against 0.88 for a copy of one place in
+# the prompt; 0.85 against 0.95 after 8.
+PRIOR_WEAK_ACCEPTANCE = (0.2, 0.28, 0.39, 0.53, 0.64, 0.71, 0.85, 0.85, 0.92, 0.93, 0.94, 0.96, 0.96)
+PRIOR_WEAK_LINE_START_ACCEPTANCE = (0.2, 0.49, 0.7, 0.65, 0.73, 0.71, 0.83, 0.9, 0.95, 0.95, 0.95, 0.96, 0.96)
+
+# Per kind of copied token (weak, line start): the name of its table in a saved state, and its prior.
+TABLES = {
+    (False, False): ("", PRIOR_ACCEPTANCE),
+    (False, True): ("line_start_", PRIOR_LINE_START_ACCEPTANCE),
+    (True, False): ("weak_", PRIOR_WEAK_ACCEPTANCE),
+    (True, True): ("weak_line_start_", PRIOR_WEAK_LINE_START_ACCEPTANCE),
+}
 
 
 def prior_line_start_acceptance(run: int) -> float:
@@ -148,11 +171,12 @@ class AdaptiveDraftLength:
         self.verify_seconds = list(verify_seconds)
         self.draft_step_seconds = draft_step_seconds
         n = len(RUN_BUCKETS)
-        # Per run bucket, for tokens inside a line and (apart) for tokens that start one.
-        self.successes = [prior_acceptance(RUN_BUCKETS[b]) * PRIOR_WEIGHT for b in range(n)]
-        self.trials = [PRIOR_WEIGHT] * n
-        self.start_successes = [prior_line_start_acceptance(RUN_BUCKETS[b]) * PRIOR_WEIGHT for b in range(n)]
-        self.start_trials = [PRIOR_WEIGHT] * n
+        # Per kind of copied token (TABLES: weak or not, inside a line or starting one), per run bucket: evidence of
+        # acceptance, as (successes, trials).
+        self.tables = {
+            kind: ([prior[b] * PRIOR_WEIGHT for b in range(n)], [PRIOR_WEIGHT] * n)
+            for kind, (_, prior) in TABLES.items()
+        }
         self.model_successes, self.model_trials = 0.6 * PRIOR_WEIGHT, PRIOR_WEIGHT
         self.risk_steps = RISK_STEPS
         self.start()
@@ -175,46 +199,45 @@ class AdaptiveDraftLength:
 
     def state(self) -> dict:
         """The acceptance estimates, to start the next request (or process) from."""
-        return {
-            "successes": [round(x, 4) for x in self.successes],
-            "trials": [round(x, 4) for x in self.trials],
-            "line_start_successes": [round(x, 4) for x in self.start_successes],
-            "line_start_trials": [round(x, 4) for x in self.start_trials],
-            "model": [round(self.model_successes, 4), round(self.model_trials, 4)],
-        }
+        state = {}
+        for kind, (name, _) in TABLES.items():
+            successes, trials = self.tables[kind]
+            state[f"{name}successes"] = [round(x, 4) for x in successes]
+            state[f"{name}trials"] = [round(x, 4) for x in trials]
+        state["model"] = [round(self.model_successes, 4), round(self.model_trials, 4)]
+        return state
 
     def load(self, state: dict | None) -> None:
         """Start from earlier estimates (ignored unless well-formed: a damaged cache is no error). A state saved
-        before line starts were told apart keeps the prior for them."""
+        before line starts or weak copies were told apart keeps the prior for them."""
         if not isinstance(state, dict):
             return
-        tables = _table(state, "successes", "trials")
-        starts = _table(state, "line_start_successes", "line_start_trials") if "line_start_trials" in state else ()
+        found = {}
+        for kind, (name, _) in TABLES.items():
+            if kind == (False, False) or f"{name}trials" in state:
+                found[kind] = _table(state, f"{name}successes", f"{name}trials")
         try:
             model = [float(x) for x in state["model"]]
         except (KeyError, TypeError, ValueError):
             return
-        if tables is None or starts is None or len(model) != 2 or not 0 <= model[0] <= model[1] or model[1] <= 0:
+        if None in found.values() or len(model) != 2 or not 0 <= model[0] <= model[1] or model[1] <= 0:
             return
-        self.successes, self.trials = tables
-        if starts:
-            self.start_successes, self.start_trials = starts
+        self.tables.update(found)
         self.model_successes, self.model_trials = model
 
     @property
     def max_length(self) -> int:
         return len(self.verify_seconds) - 2
 
-    def acceptance(self, run: int, line_start: bool = False) -> float:
+    def acceptance(self, run: int, line_start: bool = False, weak: bool = False) -> float:
         b = run_bucket(run)
-        if line_start:
-            return self.start_successes[b] / self.start_trials[b]
-        return self.successes[b] / self.trials[b]
+        successes, trials = self.tables[(weak, line_start)]
+        return successes[b] / trials[b]
 
     def _best(self, survival: Sequence[float], per_draft_seconds: float) -> int:
         step = self.verify_seconds[1]
         best_k, best_rate = 0, 1.0 / step
-        risk = max(self.lead, 0.0) + self.risk_steps * step  # what this pass may lose if nothing is accepted
+        risk = LEAD_AT_RISK * max(self.lead, 0.0) + self.risk_steps * step  # what it may lose if nothing holds
         expected = 1.0
         for k, s in enumerate(survival, start=1):
             seconds = self.verify_seconds[k + 1] + k * per_draft_seconds
@@ -226,19 +249,27 @@ class AdaptiveDraftLength:
                 best_k, best_rate = k, rate
         return best_k
 
-    def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
+    def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = (), weak: bool = False) -> int:
         limit = min(available, self.max_length)
         if kind == "model":
             alpha = self.model_successes / self.model_trials
             return self._best([alpha**j for j in range(1, limit + 1)], self.draft_step_seconds)
         survival, s, factor = [], 1.0, self.request_factor()
         for j in range(limit):
-            a = self.acceptance(run + j, j < len(line_starts) and line_starts[j])
+            a = self.acceptance(run + j, j < len(line_starts) and bool(line_starts[j]), weak)
             s *= a * factor / (1.0 - a + a * factor)  # the odds, scaled by this request's record
             survival.append(s)
         return self._best(survival, 0.0)
 
-    def update(self, kind: str, run: int, n_verified: int, n_accepted: int, line_starts: Sequence[bool] = ()) -> None:
+    def update(
+        self,
+        kind: str,
+        run: int,
+        n_verified: int,
+        n_accepted: int,
+        line_starts: Sequence[bool] = (),
+        weak: bool = False,
+    ) -> None:
         """Record a verified draft (or, with n_verified=1, a draft's first token checked for free)."""
         outcomes = [True] * n_accepted + ([False] if n_accepted < n_verified else [])
         if kind == "model":
@@ -247,10 +278,7 @@ class AdaptiveDraftLength:
             return
         for j, accepted in enumerate(outcomes):
             b = run_bucket(run + j)
-            if j < len(line_starts) and line_starts[j]:
-                successes, trials = self.start_successes, self.start_trials
-            else:
-                successes, trials = self.successes, self.trials
+            successes, trials = self.tables[(weak, j < len(line_starts) and bool(line_starts[j]))]
             self.request_expected += successes[b] / trials[b]  # what the estimates expected of this token
             self.request_accepted += accepted
             successes[b] = successes[b] * FORGETTING + accepted
@@ -279,11 +307,19 @@ class FixedDraftLength:
     def start(self) -> None:
         pass
 
-    def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = ()) -> int:
+    def choose(self, kind: str, run: int, available: int, line_starts: Sequence[bool] = (), weak: bool = False) -> int:
         return min(self.k, available)
 
     def passed(self, tokens: int, emitted: int) -> None:
         pass
 
-    def update(self, kind: str, run: int, n_verified: int, n_accepted: int, line_starts: Sequence[bool] = ()) -> None:
+    def update(
+        self,
+        kind: str,
+        run: int,
+        n_verified: int,
+        n_accepted: int,
+        line_starts: Sequence[bool] = (),
+        weak: bool = False,
+    ) -> None:
         pass

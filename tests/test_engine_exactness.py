@@ -87,6 +87,28 @@ def test_a_draft_says_which_of_its_tokens_start_a_line():
     assert without.propose(3).line_starts == ()
 
 
+def test_a_draft_says_when_its_place_is_a_guess():
+    """One place in the prompt matching longest is the copy; a tie between places, or a place in the answer
+    itself, is a guess (`Draft.weak`), and a copy keeps what its place was until it breaks."""
+    unique = PromptLookupDrafter()
+    unique.start([5, 6, 7, 8, 9, 1, 6, 7])  # (6, 7) twice, but only one place follows (5, 6, 7)...
+    unique.extend([5, 6, 7])
+    draft = unique.propose(2)
+    assert draft.tokens == [8, 9] and not draft.weak
+    tied = PromptLookupDrafter()
+    tied.start([1, 6, 7, 8, 2, 6, 7, 9, 3])
+    tied.extend([6, 7])  # both (6, 7) match as long: the later is copied, as a guess
+    draft = tied.propose(2)
+    assert draft.tokens == [9, 3] and draft.weak
+    answer = PromptLookupDrafter()
+    answer.start([1, 2, 3])
+    answer.extend([4, 5, 6, 4, 5])  # (4, 5) occurs only in the answer: copying it is a guess
+    draft = answer.propose(1)
+    assert draft.tokens == [6] and draft.weak
+    answer.extend([6])  # the copy held: same place, still a guess
+    assert answer.propose(1).weak
+
+
 @pytest.mark.parametrize("policy_name", ["fixed1", "fixed8", "adaptive"])
 @pytest.mark.parametrize("seed", [0, 3])
 def test_draft_model_and_combined_greedy_equal_plain(policy_name, seed):

@@ -179,11 +179,12 @@ def test_a_decoder_starts_from_what_earlier_requests_taught(backend):
     assert calibration.learned_file().read_text() == before and fixed.verify_seconds == TRUE
 
 
-def test_a_state_saved_before_line_starts_keeps_their_prior():
+def test_a_state_saved_before_line_starts_or_weak_copies_keeps_their_prior():
     policy = AdaptiveDraftLength(TRUE)
     for _ in range(20):
         policy.update("lookup", run=40, n_verified=8, n_accepted=2, line_starts=(False, False, True))
         policy.update("lookup", run=3, n_verified=4, n_accepted=0)
+        policy.update("lookup", run=3, n_verified=4, n_accepted=4, weak=True)
     state = json.loads(json.dumps(policy.state()))
     old = {k: v for k, v in state.items() if not k.startswith("line_start")}
     fresh = AdaptiveDraftLength(TRUE)
@@ -191,6 +192,11 @@ def test_a_state_saved_before_line_starts_keeps_their_prior():
     assert fresh.acceptance(3) == pytest.approx(policy.acceptance(3), abs=1e-4)
     assert fresh.acceptance(3) < AdaptiveDraftLength(TRUE).acceptance(3) - 0.3
     assert fresh.acceptance(40, line_start=True) == AdaptiveDraftLength(TRUE).acceptance(40, line_start=True)
+    assert policy.acceptance(3, weak=True) > AdaptiveDraftLength(TRUE).acceptance(3, weak=True) + 0.3
+    before_weak = AdaptiveDraftLength(TRUE)
+    before_weak.load({k: v for k, v in state.items() if not k.startswith("weak_")})
+    assert before_weak.acceptance(3) == pytest.approx(policy.acceptance(3), abs=1e-4)
+    assert before_weak.acceptance(3, weak=True) == AdaptiveDraftLength(TRUE).acceptance(3, weak=True)
     fresh.load(state)
     assert fresh.state() == policy.state()
     prior = AdaptiveDraftLength(TRUE)

@@ -1,6 +1,6 @@
 """The adaptive draft length: no drafting where copies fail, long drafts where they hold."""
 
-from editspec.policy import RISK_STEPS, AdaptiveDraftLength, run_bucket
+from editspec.policy import LEAD_AT_RISK, RISK_STEPS, AdaptiveDraftLength, run_bucket
 
 # Shaped like this machine's measurements: a pass over 2 tokens costs two plain steps, over 33 about 16.
 COSTS = [0.0] + [0.0066 * (1 if m == 1 else min(m, 2 + 0.45 * (m - 2))) for m in range(1, 34)]
@@ -104,14 +104,15 @@ def test_a_request_that_beats_the_estimates_drafts_no_longer_for_it():
     for _ in range(20):
         policy.update("lookup", run=40, n_verified=1, n_accepted=1)
     taught = _taught(run=40, acceptance=0.6)  # the estimates as they were: only the record differs
-    policy.successes, policy.trials = taught.successes, taught.trials
+    policy.tables = taught.tables
     assert policy.request_factor() == 1.0
     assert policy.choose("lookup", run=40, available=32) == before
 
 
 def test_a_request_never_risks_more_than_its_lead_over_plain_decoding():
     """Long copies have held in earlier requests, so a long draft is worth it on average; but a new request has
-    gained nothing yet, and a pass may lose at most its lead over plain decoding plus RISK_STEPS steps."""
+    gained nothing yet, and a pass may lose at most LEAD_AT_RISK of its lead over plain decoding plus RISK_STEPS
+    steps."""
     policy = AdaptiveDraftLength(COSTS)
     for _ in range(30):
         policy.update("lookup", run=40, n_verified=32, n_accepted=32)
@@ -121,10 +122,13 @@ def test_a_request_never_risks_more_than_its_lead_over_plain_decoding():
     assert 1 <= k < 8 and COSTS[k + 1] - step <= risk < COSTS[k + 2] - step
     policy.passed(k + 1, k + 1)  # all accepted: a lead, so a longer pass may be risked
     longer = policy.choose("lookup", run=40, available=32)
-    assert longer > k and COSTS[longer + 1] - step <= policy.lead + risk
+    assert longer > k and COSTS[longer + 1] - step <= LEAD_AT_RISK * policy.lead + risk < COSTS[longer + 2] - step
+    assert COSTS[longer + 2] - step <= policy.lead + risk  # the whole lead would have allowed a longer pass
+    policy.passed(33, 33)
     policy.passed(33, 33)
     assert policy.choose("lookup", run=40, available=32) == 32
     policy.passed(33, 1)  # long copies broke at once: behind plain again, short drafts only
+    policy.passed(33, 1)
     policy.passed(33, 1)
     assert policy.lead < 0 and policy.choose("lookup", run=40, available=32) == k
     policy.start()
@@ -143,3 +147,21 @@ def test_a_pass_past_lengths_that_risk_too_much_is_still_chosen_where_the_costs_
     policy.start()
     assert all(dipped[m] - step > RISK_STEPS * step for m in range(5, 9))
     assert policy.choose("lookup", run=40, available=32) == 8
+
+
+def test_copies_whose_place_is_a_guess_are_trusted_apart():
+    """A weak copy (`Draft.weak`) is trusted less after a short match, and what weak copies teach leaves the
+    estimates of copies of one place in the code as they were."""
+    policy = AdaptiveDraftLength(COSTS)
+    assert policy.acceptance(3, weak=True) < policy.acceptance(3) - 0.1
+    strong = policy.acceptance(8)
+    for _ in range(60):
+        policy.update("lookup", run=8, n_verified=4, n_accepted=0, weak=True)
+    assert policy.acceptance(8, weak=True) < 0.1 and policy.acceptance(8) == strong
+    for _ in range(60):
+        policy.update("lookup", run=8, n_verified=8, n_accepted=8)
+        policy.passed(9, 9)
+    policy.start()
+    policy.passed(9, 9)
+    assert policy.choose("lookup", run=8, available=8) > 0
+    assert policy.choose("lookup", run=8, available=8, weak=True) == 0
