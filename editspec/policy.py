@@ -46,7 +46,7 @@ FORGETTING = 0.995  # per observed token: acceptance drifts as generation moves 
 REQUEST_WEIGHT = 4.0  # tokens of evidence that a request accepts as the estimates expect
 REQUEST_FACTOR_FLOOR = 0.1  # the least a request's record scales the odds of acceptance by
 RISK_STEPS = 2.0  # what a pass may lose beyond the request's lead over plain decoding, in plain steps
-LEAD_AT_RISK = 0.7  # the share of that lead a pass may lose
+LEAD_AT_RISK = 0.9  # the share of that lead a pass may lose
 
 
 def run_bucket(run: int) -> int:

@@ -123,7 +123,10 @@ def test_a_request_never_risks_more_than_its_lead_over_plain_decoding():
     policy.passed(k + 1, k + 1)  # all accepted: a lead, so a longer pass may be risked
     longer = policy.choose("lookup", run=40, available=32)
     assert longer > k and COSTS[longer + 1] - step <= LEAD_AT_RISK * policy.lead + risk < COSTS[longer + 2] - step
-    assert COSTS[longer + 2] - step <= policy.lead + risk  # the whole lead would have allowed a longer pass
+    lead = policy.lead
+    policy.lead = COSTS[33] - step - risk  # the whole of this lead would just cover a pass over 33 tokens
+    assert policy.choose("lookup", run=40, available=32) < 32
+    policy.lead = lead
     policy.passed(33, 33)
     policy.passed(33, 33)
     assert policy.choose("lookup", run=40, available=32) == 32
