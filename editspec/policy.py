@@ -82,15 +82,6 @@ TABLES = {
 }
 
 
-def prior_line_start_acceptance(run: int) -> float:
-    return PRIOR_LINE_START_ACCEPTANCE[run_bucket(run)]
-
-
-def prior_acceptance(run: int) -> float:
-    """Before any evidence: a one-token match is usually a coincidence, a long copy nearly always holds."""
-    return PRIOR_ACCEPTANCE[run_bucket(run)]
-
-
 def expected_tokens(alpha: float, k: int) -> float:
     """Tokens emitted by a pass verifying k drafts, each accepted with probability alpha."""
     if alpha >= 1.0:
