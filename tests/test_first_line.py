@@ -49,3 +49,15 @@ def test_without_an_opening_the_first_line_takes_rounds(backend):
     first, result = first_progress(backend, "total_area", "Use the built-in sum.", opening=0)
     assert "\n" not in first  # the prefill gives one token; the line needs decoding rounds
     assert not any(r.opening for r in result.stats.rounds)
+
+
+def test_the_opening_reaches_past_a_short_first_line():
+    # Within the prompt's batch a drafted token costs a fraction of a plain step: a short first line is not where
+    # the opening stops, a long one still is (and never past MAX_OPENING).
+    from tests.scripted import ScriptedBackend  # one token per byte
+
+    backend = ScriptedBackend()
+    assert prompts.opening_length(backend, "def f(x):\n    return x\n") == prompts.LEAST_OPENING
+    long_first = "def area(self, radius, height, depth):\n    pass\n"
+    assert prompts.opening_length(backend, long_first) == len("def area(self, radius, height, depth):\n") + 1
+    assert prompts.opening_length(backend, "def " + "x" * 80 + "():\n") == prompts.MAX_OPENING
