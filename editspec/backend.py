@@ -20,7 +20,14 @@ import llama_cpp.llama_cpp as L
 import numpy as np
 
 from .kernels import setting_for
-from .models import ModelError, PrepareProgress, extra_buffers_allowed, gpu_layers, resolve_model_path
+from .models import (
+    ModelError,
+    PrepareProgress,
+    cpu_identity,
+    extra_buffers_allowed,
+    gpu_layers,
+    resolve_model_path,
+)
 from .prefix_cache import PrefixCache, reuse_prefix
 
 _quiet_logger = None
@@ -263,12 +270,15 @@ class LlamaBackend:
         return L.llama_vocab_eos(self.vocab)
 
     def identity(self) -> dict:
-        """What a calibration depends on: the model file, how many threads run it, how much runs on a GPU."""
+        """What a calibration depends on: the model file, the CPU, how many threads run it, how much runs on a
+        GPU. (A cache directory that moves to another machine, or that unlike nodes of a cluster share, keeps each
+        CPU's costs and what its rewrites taught apart.)"""
         stat = Path(self.path).stat()
         return {
             "model": str(self.path),
             "size": stat.st_size,
             "mtime": int(stat.st_mtime),
+            "cpu": cpu_identity(),
             "threads": self.n_threads,
             "context": "no-flash-attn/1",
             "tiled_matmul": self.tiled_matmul,

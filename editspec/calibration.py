@@ -1,6 +1,6 @@
 """How long one target pass over m tokens takes on this machine: the cost side of the draft length.
 
-Measured once per model file and thread count, then cached under ~/.cache/editspec (or $XDG_CACHE_HOME).
+Measured once per model file, CPU and thread count, then cached under ~/.cache/editspec (or $XDG_CACHE_HOME).
 """
 
 from __future__ import annotations
@@ -65,7 +65,7 @@ def filler_tokens(backend, n: int) -> list[int]:
     return [t % (backend.n_vocab - 10) + 10 for t in range(n)]
 
 
-MEASURING = "measuring what a verify pass costs on this machine (once per model file and thread count)"
+MEASURING = "measuring what a verify pass costs on this machine (once per model file, CPU and thread count)"
 
 
 def identity_key(backend) -> str:

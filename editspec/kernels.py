@@ -13,10 +13,8 @@ started with). A `GGML_CPU_TILED_MM` the user set always wins, and nothing is me
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
-import platform
 import subprocess
 import sys
 import tempfile
@@ -26,7 +24,7 @@ from pathlib import Path
 import llama_cpp
 
 from . import calibration
-from .models import cpu_info
+from .models import cpu_identity
 
 ENV = "GGML_CPU_TILED_MM"
 USER_SETTING = os.environ.get(ENV)  # as the user started the process, before editspec sets it
@@ -45,13 +43,6 @@ def choices_file() -> Path:
     return calibration.cache_file().with_name("kernels.json")
 
 
-def _cpu() -> str:
-    """The CPU's name and a digest of its feature flags (a machine of another kind measures afresh)."""
-    name, flags = cpu_info()
-    name = name or platform.processor() or platform.machine()
-    return f"{name} [{hashlib.sha256(flags.encode()).hexdigest()[:12]}]"
-
-
 def choice_key(model_path: str | os.PathLike, n_threads: int) -> str:
     stat = Path(model_path).stat()
     ident = {
@@ -59,7 +50,7 @@ def choice_key(model_path: str | os.PathLike, n_threads: int) -> str:
         "size": stat.st_size,
         "mtime": int(stat.st_mtime),
         "threads": n_threads,
-        "cpu": _cpu(),
+        "cpu": cpu_identity(),
         "llama_cpp": getattr(llama_cpp, "__version__", "?"),
     }
     return json.dumps(ident, sort_keys=True)

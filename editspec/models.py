@@ -16,6 +16,7 @@ import errno
 import hashlib
 import importlib.metadata
 import os
+import platform
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -451,6 +452,14 @@ def cpu_info() -> tuple[str, str]:
     except OSError:
         pass
     return found["model name"], found["flags"]
+
+
+def cpu_identity() -> str:
+    """The CPU's name and a digest of its feature flags: what measurements of speed are kept under (a machine of
+    another kind, or a cache directory shared by a cluster's unlike nodes, measures afresh)."""
+    name, flags = cpu_info()
+    name = name or platform.processor() or platform.machine()
+    return f"{name} [{hashlib.sha256(flags.encode()).hexdigest()[:12]}]"
 
 
 def cpu_has_amx() -> bool:

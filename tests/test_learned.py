@@ -202,3 +202,25 @@ def test_a_state_saved_before_line_starts_or_weak_copies_keeps_their_prior():
     prior = AdaptiveDraftLength(TRUE)
     prior.load({**state, "line_start_trials": [0] * 13})  # a damaged part spoils the whole state
     assert prior.state() == AdaptiveDraftLength(TRUE).state()
+
+
+def test_what_one_cpu_measured_and_learned_stays_with_that_cpu(backend, monkeypatch):
+    # A cache directory that moves to another kind of machine, or that a cluster's unlike nodes share: costs
+    # measured on one CPU would mislead the draft-length policy on the other.
+    from editspec import models
+
+    measured = []
+    monkeypatch.setattr(
+        calibration, "measure_verify_seconds", lambda b, on_progress=None: measured.append(models.cpu_info()) or TRUE
+    )
+    monkeypatch.setattr(models, "cpu_info", lambda: ("First CPU", "fpu sse2 avx2"))
+    assert calibration.verify_seconds(backend) == TRUE and len(measured) == 1
+    calibration.LearnedState(backend).save({"acceptance": "first"})
+    monkeypatch.setattr(models, "cpu_info", lambda: ("Second CPU", "fpu sse2 avx512f"))
+    other = [c * 2 for c in TRUE]
+    monkeypatch.setattr(calibration, "measure_verify_seconds", lambda b, on_progress=None: measured.append(2) or other)
+    assert calibration.verify_seconds(backend) == other and len(measured) == 2  # measured afresh, not reused
+    assert calibration.LearnedState(backend).load() == {}
+    monkeypatch.setattr(models, "cpu_info", lambda: ("First CPU", "fpu sse2 avx2"))
+    assert calibration.verify_seconds(backend) == TRUE and len(measured) == 2  # each CPU keeps its own
+    assert calibration.LearnedState(backend).load() == {"acceptance": "first"}
