@@ -359,27 +359,7 @@ def run_benchmark(
     progress("story prompt (nothing to copy)")
     story = run_case(Case("story", story_prompt, 256, fenced=False), 0)
 
-    summary = {}
-    for name in methods:
-        rates = [r["methods"][name]["tokens_per_s"] for r in results]
-        speedups = [r["methods"][name].get("speedup_vs_plain") for r in results]
-        speedups = [s for s in speedups if s is not None]
-        same = [r["methods"][name]["same_as_plain"] for r in results]
-        summary[name] = {
-            "median_speedup_vs_plain": round(statistics.median(speedups), 3) if speedups else None,
-            "lowest_speedup_vs_plain": round(min(speedups), 3) if speedups else None,
-            "median_decode_phase_speedup_vs_plain": _median(
-                [r["methods"][name].get("decode_phase_speedup_vs_plain") for r in results]
-            ),
-            "median_tokens_per_s": round(statistics.median(rates), 2) if rates else None,
-            "median_prefill_seconds": round(
-                statistics.median(r["methods"][name]["prefill_seconds"] for r in results), 4
-            )
-            if results
-            else None,
-            "same_as_plain": sum(1 for s in same if s),
-            "cases": len(results),
-        }
+    summary = {name: method_summary(results, name) for name in methods}
     replays = [r["oracle"] for r in results if "oracle" in r]
     oracle_summary = None
     if replays:
@@ -410,6 +390,35 @@ def run_benchmark(
         "limit": round(lookup.limit(), 3),
         "repeat": repeat,
         "verify_seconds": [round(x, 5) for x in lookup.verify_seconds],
+    }
+
+
+def method_summary(results: list[dict], name: str) -> dict:
+    """One method's figures over the cases' records."""
+    rates = [r["methods"][name]["tokens_per_s"] for r in results]
+    speedups = [r["methods"][name].get("speedup_vs_plain") for r in results]
+    speedups = [s for s in speedups if s is not None]
+    same = [r["methods"][name]["same_as_plain"] for r in results]
+    # A case whose text left plain's at a near-tie is timed over another answer (longer or shorter, more or less
+    # to copy): its speed-up is not a like-for-like comparison, so the lowest is also given without such cases.
+    like_for_like = [
+        r["methods"][name]["speedup_vs_plain"]
+        for r in results
+        if r["methods"][name]["same_as_plain"] and r["methods"][name].get("speedup_vs_plain") is not None
+    ]
+    return {
+        "median_speedup_vs_plain": round(statistics.median(speedups), 3) if speedups else None,
+        "lowest_speedup_vs_plain": round(min(speedups), 3) if speedups else None,
+        "lowest_speedup_same_text": round(min(like_for_like), 3) if like_for_like else None,
+        "median_decode_phase_speedup_vs_plain": _median(
+            [r["methods"][name].get("decode_phase_speedup_vs_plain") for r in results]
+        ),
+        "median_tokens_per_s": round(statistics.median(rates), 2) if rates else None,
+        "median_prefill_seconds": round(statistics.median(r["methods"][name]["prefill_seconds"] for r in results), 4)
+        if results
+        else None,
+        "same_as_plain": sum(1 for s in same if s),
+        "cases": len(results),
     }
 
 

@@ -781,9 +781,16 @@ def print_bench(result: dict, methods) -> None:
     )
     lookup = result["summary"].get("editspec_lookup")
     if lookup and lookup.get("median_decode_phase_speedup_vs_plain") is not None:
+        same_text = lookup.get("lowest_speedup_same_text")
+        among = (
+            f" ({same_text:.2f}x among the {lookup['same_as_plain']} whose text is plain's)"
+            if same_text is not None and lookup["same_as_plain"] < lookup["cases"]
+            else ""
+        )
         out.print(
-            f"editspec lookup: lowest case {lookup['lowest_speedup_vs_plain']:.2f}x; the decoding phase alone (the "
-            f"opening's tokens and cost left out) {lookup['median_decode_phase_speedup_vs_plain']:.2f}x in the median"
+            f"editspec lookup: lowest case {lookup['lowest_speedup_vs_plain']:.2f}x{among}; the decoding phase "
+            f"alone (the opening's tokens and cost left out) {lookup['median_decode_phase_speedup_vs_plain']:.2f}x "
+            "in the median"
         )
     out.print(f"This machine's limit (one decode step / best per-token verify cost): {result['limit']:.2f}x")
     labels = {
