@@ -395,29 +395,21 @@ def run_benchmark(
 
 def method_summary(results: list[dict], name: str) -> dict:
     """One method's figures over the cases' records."""
-    rates = [r["methods"][name]["tokens_per_s"] for r in results]
-    speedups = [r["methods"][name].get("speedup_vs_plain") for r in results]
-    speedups = [s for s in speedups if s is not None]
-    same = [r["methods"][name]["same_as_plain"] for r in results]
+    runs = [r["methods"][name] for r in results]
+    rates = [m["tokens_per_s"] for m in runs]
+    timed = [m for m in runs if m.get("speedup_vs_plain") is not None]
+    speedups = [m["speedup_vs_plain"] for m in timed]
     # A case whose text left plain's at a near-tie is timed over another answer (longer or shorter, more or less
     # to copy): its speed-up is not a like-for-like comparison, so the lowest is also given without such cases.
-    like_for_like = [
-        r["methods"][name]["speedup_vs_plain"]
-        for r in results
-        if r["methods"][name]["same_as_plain"] and r["methods"][name].get("speedup_vs_plain") is not None
-    ]
+    like_for_like = [m["speedup_vs_plain"] for m in timed if m["same_as_plain"]]
     return {
         "median_speedup_vs_plain": round(statistics.median(speedups), 3) if speedups else None,
         "lowest_speedup_vs_plain": round(min(speedups), 3) if speedups else None,
         "lowest_speedup_same_text": round(min(like_for_like), 3) if like_for_like else None,
-        "median_decode_phase_speedup_vs_plain": _median(
-            [r["methods"][name].get("decode_phase_speedup_vs_plain") for r in results]
-        ),
+        "median_decode_phase_speedup_vs_plain": _median([m.get("decode_phase_speedup_vs_plain") for m in runs]),
         "median_tokens_per_s": round(statistics.median(rates), 2) if rates else None,
-        "median_prefill_seconds": round(statistics.median(r["methods"][name]["prefill_seconds"] for r in results), 4)
-        if results
-        else None,
-        "same_as_plain": sum(1 for s in same if s),
+        "median_prefill_seconds": round(statistics.median(m["prefill_seconds"] for m in runs), 4) if runs else None,
+        "same_as_plain": sum(1 for m in runs if m["same_as_plain"]),
         "cases": len(results),
     }
 

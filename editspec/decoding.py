@@ -13,6 +13,7 @@ from .drafters import CombinedDrafter, DraftModelDrafter, PromptLookupDrafter
 from .engine import Generation, StopCondition, TokenCallback, generate
 from .models import ModelError
 from .policy import AdaptiveDraftLength, FixedDraftLength
+from .prompts import LEAST_OPENING
 
 DEFAULT_MAX_TOKENS = 1024
 
@@ -25,7 +26,9 @@ class DecodeOptions:
     seed: int | None = None
     max_tokens: int | None = None  # None: the caller's budget (a rewrite: relative to the code), else 1024
     max_draft: int = 32
-    opening_draft: int = 16  # tokens of the opening copy verified within the prefill (a rewrite: its first line)
+    # Tokens of the opening copy verified within the prefill (a rewrite asks for prompts.opening_length: its code's
+    # first line, and at least this many).
+    opening_draft: int = LEAST_OPENING
     draft_length: int | None = None  # a fixed draft length instead of the adaptive one
 
 
