@@ -287,9 +287,11 @@ class LlamaBackend:
         }
 
     def states_dir(self, base: str | os.PathLike) -> Path:
-        """The folder under `base` for KV states of this model file as this llama.cpp computes them."""
+        """The folder under `base` for KV states of this model file as this llama.cpp computes them on this CPU
+        (another CPU's kernels compute slightly different numbers: a state from them would make a restored prompt's
+        answer differ from a cold one at near-ties)."""
         ident = self.identity()
-        kept = {k: ident[k] for k in ("model", "size", "mtime", "context", "tiled_matmul", "gpu_layers")}
+        kept = {k: ident[k] for k in ("model", "size", "mtime", "cpu", "context", "tiled_matmul", "gpu_layers")}
         kept["llama_cpp"] = getattr(llama_cpp, "__version__", "?")
         digest = hashlib.sha256(json.dumps(kept, sort_keys=True).encode()).hexdigest()[:16]
         return Path(base) / f"{Path(self.path).stem}-{digest}"

@@ -224,3 +224,16 @@ def test_what_one_cpu_measured_and_learned_stays_with_that_cpu(backend, monkeypa
     monkeypatch.setattr(models, "cpu_info", lambda: ("First CPU", "fpu sse2 avx2"))
     assert calibration.verify_seconds(backend) == TRUE and len(measured) == 2  # each CPU keeps its own
     assert calibration.LearnedState(backend).load() == {"acceptance": "first"}
+
+
+def test_kv_states_on_disk_are_kept_apart_per_cpu(backend, monkeypatch, tmp_path):
+    # A state computed by another CPU's kernels is not the one this CPU would compute: a restored prompt would not
+    # answer as a cold one does.
+    from editspec import models
+
+    monkeypatch.setattr(models, "cpu_info", lambda: ("First CPU", "fpu sse2 avx2"))
+    first = backend.states_dir(tmp_path)
+    assert backend.states_dir(tmp_path) == first
+    monkeypatch.setattr(models, "cpu_info", lambda: ("First CPU", "fpu sse2 avx2 avx512f"))
+    assert backend.states_dir(tmp_path) != first
+    assert backend.states_dir(tmp_path).parent == first.parent == tmp_path
