@@ -66,6 +66,7 @@ class Run:
     accepted: int | None = None
     prefill_output_tokens: int = 1  # editspec's opening copy may add some to the prefill's first token
     drafted_lengths: list[int] | None = None  # per decoding pass, how many drafted tokens it verified
+    accepted_lengths: list[int] | None = None  # per decoding pass, how many of those were accepted
     opening_drafted: int = 0  # editspec: tokens of the opening copy verified within the prefill
     opening_seconds: float = 0.0  # what verifying those as a pass of their own costs (the calibrated cost)
     # The median seconds of a plain step: editspec's passes that verified no draft, llama-cpp-python's time between
@@ -187,6 +188,7 @@ def run_editspec(decoder: Decoder, prompt: list[int], max_tokens: int, stop, ope
         s.accepted_tokens,
         s.prefill_output_tokens,
         [len(r.drafted) for r in s.rounds if not r.opening],
+        [r.accepted for r in s.rounds if not r.opening],
         opening_drafted=s.opening_drafted,
         opening_seconds=opening_pass_seconds(s.opening_drafted, s.verify_seconds),
         step_seconds=median_step_seconds(s.rounds),
@@ -367,6 +369,10 @@ def run_benchmark(
             "median_speedup": round(statistics.median(o["speedup"] for o in replays), 3),
             "median_live_over_oracle": _median([o["live_over_oracle"] for o in replays]),
             "median_live_modelled_speedup": _median([o["live_modelled_speedup"] for o in replays]),
+            "median_foresight_speedup": _median([o.get("foresight_speedup") for o in replays]),
+            "median_foresight_over_oracle": _median(
+                [o["foresight_speedup"] / o["speedup"] for o in replays if o.get("foresight_speedup")]
+            ),
         }
     drifts = [r["machine_drift"] for r in results if r.get("machine_drift") is not None]
     drift_summary = None
@@ -465,11 +471,18 @@ def oracle_record(case: Case, run: Run, verify_seconds, record: dict) -> dict:
     passes = ([run.opening_drafted - 1] if run.opening_drafted else []) + (run.drafted_lengths or [])
     r = oracle.replay(case.prompt, run.tokens, 1, verify_seconds)
     modelled = oracle.live_model_seconds(passes, verify_seconds)
+    # The same passes stopped where each copy broke; of the opening, the drafts after the first token that held
+    # (-1: its first token was not the answer's).
+    held = ([(run.opening_drafted - 1, run.prefill_output_tokens - 2)] if run.opening_drafted else []) + list(
+        zip(run.drafted_lengths or [], run.accepted_lengths or [], strict=True)
+    )
+    foresight = oracle.foresight_seconds(held, verify_seconds)
     live = record["methods"]["editspec_lookup"].get("speedup_vs_plain")
     return {
         "decoded": r.decoded,
         "speedup": round(r.speedup, 3),
         "live_modelled_speedup": round(r.plain_seconds / modelled, 3) if modelled else None,
+        "foresight_speedup": round(r.plain_seconds / foresight, 3) if foresight else None,
         "live_over_oracle": round(live / r.speedup, 3) if live else None,
         "copyable": round(sum(1 for a in r.agreement if a > 0) / len(r.agreement), 3) if r.agreement else None,
     }

@@ -807,7 +807,8 @@ def print_bench(result: dict, methods) -> None:
     if result.get("oracle"):
         o = result["oracle"]
         per_case = Table(title="editspec lookup per case: live vs the oracle replay (best draft lengths, same drafts)")
-        for col in ("case", "tokens", "live", "oracle", "live/oracle", "copyable", "step vs plain's"):
+        columns = ("case", "tokens", "live", "breaks foreseen", "oracle", "live/oracle", "copyable", "step vs plain's")
+        for col in columns:
             per_case.add_column(col, justify="left" if col == "case" else "right", no_wrap=True)
         for r in result["cases"]:
             c = r.get("oracle")
@@ -818,6 +819,7 @@ def print_bench(result: dict, methods) -> None:
                 r["case"],
                 str(r["methods"]["editspec_lookup"]["tokens"]),
                 "-" if live is None else f"{live:.2f}x",
+                "-" if c.get("foresight_speedup") is None else f"{c['foresight_speedup']:.2f}x",
                 f"{c['speedup']:.2f}x",
                 "-" if c["live_over_oracle"] is None else f"{c['live_over_oracle']:.2f}",
                 "-" if c["copyable"] is None else f"{c['copyable']:.0%}",
@@ -828,6 +830,12 @@ def print_bench(result: dict, methods) -> None:
             f"oracle replay: median {o['median_speedup']:.2f}x over plain; live/oracle median "
             f"{o['median_live_over_oracle']}; live by the same cost model {o['median_live_modelled_speedup']}x"
         )
+        if o.get("median_foresight_speedup"):
+            out.print(
+                f"breaks foreseen (the live passes, each stopped where its copy broke: what no policy can know): "
+                f"{o['median_foresight_speedup']}x, {o['median_foresight_over_oracle']} of the oracle; the rest of "
+                "the gap is drafts cut short"
+            )
     drift = result.get("machine_drift")
     story = result.get("story_case", {}).get("machine_drift")
     # A case whose lookup run had too few plain steps has no drift; the story (nothing to copy) always has.

@@ -6,6 +6,10 @@ pass that verifies k drafted tokens, all of them right (a k beyond the draft's a
 costs more for the same tokens), costs `verify_seconds[k + 1]` and reaches i + k + 1. The oracle's decode time
 over the plain time of the same tokens (one step each) is the most any policy could reach with these drafts on
 this machine; the live run's measured speed-up over it says how much of that the policy gets.
+
+Between the two, `foresight_seconds`: the live run's own passes, each stopped where its copy broke. It tells the
+gap's two parts apart: tokens verified past a break, which only knowing where the answer leaves the copy could
+save, and drafts cut short of what would have held (the rest of the way to the oracle).
 """
 
 from __future__ import annotations
@@ -74,3 +78,12 @@ def replay(
 def live_model_seconds(drafted_lengths: Sequence[int], verify_seconds: Sequence[float]) -> float:
     """What the live run's passes cost by the same cost model (to tell policy from measurement)."""
     return sum(verify_seconds[min(k, len(verify_seconds) - 2) + 1] for k in drafted_lengths)
+
+
+def foresight_seconds(passes: Sequence[tuple[int, int]], verify_seconds: Sequence[float]) -> float:
+    """What the live run's passes would cost had each verified only the drafts that held: a pass that verified k
+    drafts of which a were accepted verifies a instead, for the same tokens (the target's own token after the a-th
+    is then its bonus rather than its correction), at `verify_seconds[a + 1]`. A pass given a = -1 made nothing to
+    decode (an opening copy whose first token was already not the answer's) and is not run at all."""
+    top = len(verify_seconds) - 1
+    return sum(verify_seconds[min(min(a, k) + 1, top)] for k, a in passes if a >= 0)

@@ -65,6 +65,10 @@ def test_bench_writes_the_documented_json(tmp_path, monkeypatch):
     live = case["editspec_lookup"]["speedup_vs_plain"]
     assert oracle["live_over_oracle"] == pytest.approx(live / oracle["speedup"], rel=0.01)
     assert report["oracle"]["median_speedup"] == oracle["speedup"]
+    # Between the live run by the cost model and the oracle: its passes with breaks foreseen, said in the output.
+    assert oracle["live_modelled_speedup"] <= oracle["foresight_speedup"] <= oracle["speedup"] + 1e-3
+    assert report["oracle"]["median_foresight_speedup"] == oracle["foresight_speedup"]
+    assert "breaks foreseen" in result.output
     # Our plain decoding is llama-cpp-python's plain decoding, token for token.
     assert case["editspec_plain"]["same_as_plain"] is True
     assert case["editspec_lookup"]["accepted"] <= case["editspec_lookup"]["drafted"]
@@ -208,6 +212,11 @@ def test_the_opening_copy_counts_as_decoded_at_the_cost_of_a_pass_of_its_own():
     assert o["decoded"] == n - 1
     modelled = costs[16] + sum(costs[k + 1] for k in run.drafted_lengths)
     assert o["live_modelled_speedup"] == pytest.approx((n - 1) * costs[1] / modelled, rel=1e-3)
+    # With breaks foreseen: the opening's pass over the drafts that held (its first token and those after it),
+    # each decoding pass over its accepted drafts.
+    held = costs[run.prefill_output_tokens - 1] + sum(costs[a + 1] for a in run.accepted_lengths)
+    assert o["foresight_speedup"] == pytest.approx((n - 1) * costs[1] / held, rel=1e-3)
+    assert o["live_modelled_speedup"] <= o["foresight_speedup"] <= o["speedup"] + 1e-3
     # Without an opening (every other method) the first token alone comes with the prompt.
     plain = Run(list(range(10)), 1.0, 0.9)
     assert plain.decode_tokens_per_second == pytest.approx(10.0) == plain.decode_phase_tokens_per_second

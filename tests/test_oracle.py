@@ -8,7 +8,7 @@ import pytest
 from editspec.acceptance import GreedyAcceptance
 from editspec.drafters import PromptLookupDrafter
 from editspec.engine import generate
-from editspec.oracle import best_seconds, draft_agreement, live_model_seconds, replay
+from editspec.oracle import best_seconds, draft_agreement, foresight_seconds, live_model_seconds, replay
 from editspec.policy import AdaptiveDraftLength, FixedDraftLength
 from tests.fakes import FakeBackend
 
@@ -64,7 +64,8 @@ def test_agreement_of_a_pure_copy_and_of_a_changed_token():
 @pytest.mark.parametrize("policy", [FixedDraftLength(1), FixedDraftLength(4), AdaptiveDraftLength(CPU_LIKE)])
 @pytest.mark.parametrize("seed", [0, 1, 2])
 def test_the_oracle_is_never_worse_than_the_live_run(policy, seed):
-    """The live run's passes are one path through the same drafts: the oracle is at least as fast."""
+    """The live run's passes are one path through the same drafts: the oracle is at least as fast. So are the
+    same passes stopped where each copy broke, and they are no slower than the live run."""
     rng = np.random.default_rng(seed)
     source = [int(t) for t in rng.integers(1, 40, size=60)]
     prompt = [1, 2, *source]
@@ -75,3 +76,15 @@ def test_the_oracle_is_never_worse_than_the_live_run(policy, seed):
     assert r.decoded == len(g.tokens) - g.stats.prefill_output_tokens
     assert r.oracle_seconds <= live + 1e-9
     assert 1.0 <= r.speedup
+    rounds = [x for x in g.stats.rounds if not x.opening]
+    foresight = foresight_seconds([(len(x.drafted), x.accepted) for x in rounds], CPU_LIKE)
+    assert r.oracle_seconds <= foresight + 1e-9 <= live + 2e-9
+    assert (foresight < live) == any(x.accepted < len(x.drafted) for x in rounds)
+
+
+def test_foresight_charges_only_the_drafts_that_held():
+    """A pass that verified 6 drafts of which 2 held costs a pass over 3 tokens with foresight; one whose drafts all
+    held costs what it cost; an opening whose first token was not the answer's (-1) costs nothing."""
+    assert foresight_seconds([(6, 2)], CPU_LIKE) == CPU_LIKE[3]
+    assert foresight_seconds([(6, 6), (0, 0)], CPU_LIKE) == CPU_LIKE[7] + CPU_LIKE[1]
+    assert foresight_seconds([(15, -1), (3, 0)], CPU_LIKE) == CPU_LIKE[1]
