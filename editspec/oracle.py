@@ -4,7 +4,7 @@ Given the tokens a generation emitted, the drafts the lookup drafter would offer
 verify costs of this machine, the best possible choice of draft lengths is a shortest path: from position i a
 pass that verifies k drafted tokens, all of them right, costs `verify_seconds[k + 1]` and reaches i + k + 1. A pass
 may also verify past the place where the draft breaks, for the same tokens: that pays where a longer pass costs
-less (tiled kernels make a pass over 16 tokens cheaper than one over 12-15 here), and the live policy does it.
+less (tiled kernels make a pass over 16 tokens cheaper than one over 11-15 here), and the live policy does it.
 The oracle's decode time over the plain time of the same tokens (one step each) is the most any policy could reach
 with these drafts on this machine; the live run's measured speed-up over it says how much of that the policy gets.
 
@@ -51,11 +51,6 @@ def drafts(prompt: Sequence[int], output: Sequence[int], start: int, max_draft: 
         lengths.append(len(draft.tokens) if draft is not None else 0)
         drafter.extend(output[i : i + 1])
     return agreement, lengths
-
-
-def draft_agreement(prompt: Sequence[int], output: Sequence[int], start: int, max_draft: int) -> list[int]:
-    """`drafts`' agreement alone."""
-    return drafts(prompt, output, start, max_draft)[0]
 
 
 def best_seconds(

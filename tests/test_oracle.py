@@ -8,7 +8,7 @@ import pytest
 from editspec.acceptance import GreedyAcceptance
 from editspec.drafters import PromptLookupDrafter
 from editspec.engine import generate
-from editspec.oracle import best_seconds, draft_agreement, foresight_seconds, live_model_seconds, replay
+from editspec.oracle import best_seconds, drafts, foresight_seconds, live_model_seconds, replay
 from editspec.policy import AdaptiveDraftLength, FixedDraftLength
 from tests.fakes import FakeBackend
 
@@ -76,12 +76,13 @@ def test_linear_costs_gain_nothing_and_free_passes_gain_the_draft_length():
 def test_agreement_of_a_pure_copy_and_of_a_changed_token():
     source = list(range(10, 30))
     prompt = [1, 2, *source, 3, 1, 2]  # the prompt ends where the copy starts
-    agreement = draft_agreement(prompt, source, 0, 8)
+    agreement, lengths = drafts(prompt, source, 0, 8)
     # At each position the draft copies the rest of the source, up to 8 tokens (the last token is the target's).
     assert agreement == [min(8, len(source) - i - 1) for i in range(len(source))]
+    assert lengths == [8] * len(source)  # the drafts run on past the source, into what follows it in the prompt
     changed = [*source[:5], 99, *source[6:]]
-    agreement = draft_agreement(prompt, changed, 0, 8)
-    assert agreement[0] == 5 and agreement[5] == 0  # the copy stops before the change
+    agreement, lengths = drafts(prompt, changed, 0, 8)
+    assert agreement[0] == 5 and lengths[0] == 8 and agreement[5] == 0  # the copy stops before the change
     assert agreement[8] > 0  # and is found again after it
 
 
