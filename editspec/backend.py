@@ -28,7 +28,7 @@ from .models import (
     gpu_layers,
     resolve_model_path,
 )
-from .prefix_cache import PrefixCache, reuse_prefix
+from .prefix_cache import PrefixCache, remove_abandoned, reuse_prefix
 
 _quiet_logger = None
 DEFAULT_MAX_CONTEXT = 16384  # tokens: room for a function of well over 1,000 lines and its answer
@@ -108,11 +108,10 @@ class LlamaBackend:
         self.batch = L.llama_batch_init(n_batch, 0, 1)
         self._pieces: dict[int, bytes] = {}
         # Earlier prompts' KV states, for prefix reuse across requests (0: only the live cache is reused).
-        self.prefix_cache = (
-            PrefixCache(prefix_cache_bytes, self.states_dir(prefix_cache_dir) if prefix_cache_dir else None)
-            if prefix_cache_bytes > 0
-            else None
-        )
+        states = self.states_dir(prefix_cache_dir) if prefix_cache_dir and prefix_cache_bytes > 0 else None
+        if states is not None:
+            remove_abandoned(Path(prefix_cache_dir), keep=states)
+        self.prefix_cache = PrefixCache(prefix_cache_bytes, states) if prefix_cache_bytes > 0 else None
         self.last_reused = 0  # how many prompt tokens the last prefill did not have to read
 
     # -- the Backend protocol ------------------------------------------------------------------

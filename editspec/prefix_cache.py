@@ -27,6 +27,8 @@ from pathlib import Path
 MAGIC = b"editspec KV state 1\n"
 SUFFIX = ".kv"
 STALE_TMP_SECONDS = 3600
+# A folder of states that no process has read or written for this long is removed (see remove_abandoned).
+ABANDONED_SECONDS = 30 * 24 * 3600
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int], limit: int) -> int:
@@ -232,3 +234,29 @@ def reuse_prefix(backend, cache: PrefixCache | None, tokens: Sequence[int]) -> i
                     live = common_prefix(backend.tokens, tokens, limit)
     backend.truncate(live)
     return live
+
+
+def remove_abandoned(base: Path, keep: Path) -> None:
+    """Remove the folders of KV states under `base` that no process has used for ABANDONED_SECONDS, except `keep`.
+    Each model file, llama.cpp version and CPU has a folder of its own (`LlamaBackend.states_dir`), so an upgrade
+    leaves the old one behind, up to `--prefix-cache-mb` of states nothing will read again. A folder in use keeps
+    fresh times (every state read or written is touched), another CPU's sharing the cache directory too. Only
+    state files and their temporary files are removed, and the folder once nothing else is in it."""
+    cutoff = time.time() - ABANDONED_SECONDS
+    try:
+        folders = [p for p in Path(base).iterdir() if p.is_dir() and p != Path(keep)]
+    except OSError:
+        return
+    for folder in folders:
+        try:
+            ours = [p for p in folder.iterdir() if p.name.endswith(SUFFIX) or p.name.endswith(".tmp")]
+            newest = max((p.stat().st_mtime for p in ours), default=folder.stat().st_mtime)
+        except OSError:
+            continue
+        if newest >= cutoff:
+            continue
+        for path in ours:
+            with contextlib.suppress(OSError):
+                path.unlink()
+        with contextlib.suppress(OSError):
+            folder.rmdir()  # fails, and keeps it, if anything else is in it

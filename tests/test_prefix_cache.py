@@ -11,7 +11,7 @@ from editspec.backend import LlamaBackend
 from editspec.drafters import PromptLookupDrafter
 from editspec.engine import generate
 from editspec.policy import FixedDraftLength
-from editspec.prefix_cache import MAGIC, DiskStates, PrefixCache, common_prefix
+from editspec.prefix_cache import ABANDONED_SECONDS, MAGIC, DiskStates, PrefixCache, common_prefix, remove_abandoned
 from tests.fakes import FakeBackend
 
 SHARED = list(range(1, 30))
@@ -229,3 +229,36 @@ def test_a_smaller_budget_drops_the_least_recently_used_states():
     assert list(cache.entries) == [(2,), (0,), (3,)]
     cache.resize(0)
     assert not cache.entries
+
+
+def test_folders_of_states_nothing_used_for_a_month_are_removed(tmp_path):
+    # An upgrade (another llama.cpp, another CPU key) leaves the old folder of states behind: up to
+    # --prefix-cache-mb of files nothing reads again. Folders in use, and anything not ours, stay.
+    long_ago = time.time() - ABANDONED_SECONDS - 3600
+
+    def folder(name, files, old):
+        path = tmp_path / name
+        path.mkdir()
+        for f in files:
+            (path / f).write_bytes(b"x")
+            if old:
+                os.utime(path / f, (long_ago, long_ago))
+        if old:
+            os.utime(path, (long_ago, long_ago))
+        return path
+
+    current = folder("coder-current", ["a.kv"], old=True)  # this process's own: kept, however old
+    abandoned = folder("coder-before-upgrade", ["a.kv", "b.kv", ".c.kv.12.tmp"], old=True)
+    in_use = folder("coder-other-cpu", ["a.kv"], old=False)
+    mixed = folder("coder-mixed", ["a.kv", "notes.txt"], old=True)
+    empty = folder("coder-empty", [], old=True)
+    young_empty = folder("coder-just-made", [], old=False)
+    (tmp_path / "stray.kv").write_bytes(b"x")  # a file at the top: not a folder of states
+    os.utime(tmp_path / "stray.kv", (long_ago, long_ago))
+    remove_abandoned(tmp_path, keep=current)
+    assert current.exists() and (current / "a.kv").exists()
+    assert not abandoned.exists() and not empty.exists()
+    assert (in_use / "a.kv").exists() and young_empty.exists()
+    assert sorted(p.name for p in mixed.iterdir()) == ["notes.txt"]
+    assert (tmp_path / "stray.kv").exists()
+    remove_abandoned(tmp_path / "missing", keep=current)  # no folder yet: nothing to do, no error
