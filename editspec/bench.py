@@ -468,15 +468,13 @@ def oracle_record(case: Case, run: Run, verify_seconds, record: dict) -> dict:
     beside the live run (measured, and by the same cost model)."""
     # From the first token on, as the decode-only speed counts: the opening is one of the oracle's choices too
     # (its pass verified opening_drafted - 1 drafts after the first token).
-    passes = ([run.opening_drafted - 1] if run.opening_drafted else []) + (run.drafted_lengths or [])
+    # Per pass, (drafts verified, drafts accepted); the opening's are those after the first token (accepted -1: its
+    # first token was not the answer's).
+    opening = [(run.opening_drafted - 1, run.prefill_output_tokens - 2)] if run.opening_drafted else []
+    passes = opening + list(zip(run.drafted_lengths or [], run.accepted_lengths or [], strict=True))
     r = oracle.replay(case.prompt, run.tokens, 1, verify_seconds)
-    modelled = oracle.live_model_seconds(passes, verify_seconds)
-    # The same passes stopped where each copy broke; of the opening, the drafts after the first token that held
-    # (-1: its first token was not the answer's).
-    held = ([(run.opening_drafted - 1, run.prefill_output_tokens - 2)] if run.opening_drafted else []) + list(
-        zip(run.drafted_lengths or [], run.accepted_lengths or [], strict=True)
-    )
-    foresight = oracle.foresight_seconds(held, verify_seconds)
+    modelled = oracle.live_model_seconds([k for k, _ in passes], verify_seconds)
+    foresight = oracle.foresight_seconds(passes, verify_seconds)  # the same passes stopped where each copy broke
     live = record["methods"]["editspec_lookup"].get("speedup_vs_plain")
     return {
         "decoded": r.decoded,

@@ -26,6 +26,7 @@ from pathlib import Path
 
 MAGIC = b"editspec KV state 1\n"
 SUFFIX = ".kv"
+TMP_SUFFIX = ".tmp"  # a state being written: `.<name>.kv.<pid>.tmp`
 STALE_TMP_SECONDS = 3600
 # A folder of states that no process has read or written for this long is removed (see remove_abandoned).
 ABANDONED_SECONDS = 30 * 24 * 3600
@@ -104,7 +105,7 @@ class DiskStates:
             return
         raw = array("I", tokens).tobytes()
         path = self.directory / (hashlib.sha256(raw).hexdigest()[:32] + SUFFIX)
-        tmp = self.directory / f".{path.name}.{os.getpid()}.tmp"
+        tmp = self.directory / f".{path.name}.{os.getpid()}{TMP_SUFFIX}"
         try:
             self.directory.mkdir(parents=True, exist_ok=True)
             with tmp.open("wb") as f:
@@ -120,7 +121,7 @@ class DiskStates:
 
     def _evict(self) -> None:
         stale = time.time() - STALE_TMP_SECONDS  # a process killed while saving leaves its temporary file
-        for tmp in self.directory.glob(".*.tmp"):
+        for tmp in self.directory.glob(f".*{TMP_SUFFIX}"):
             with contextlib.suppress(OSError):
                 if tmp.stat().st_mtime < stale:
                     tmp.unlink()
@@ -249,7 +250,7 @@ def remove_abandoned(base: Path, keep: Path) -> None:
         return
     for folder in folders:
         try:
-            ours = [p for p in folder.iterdir() if p.name.endswith(SUFFIX) or p.name.endswith(".tmp")]
+            ours = [p for p in folder.iterdir() if p.name.endswith((SUFFIX, TMP_SUFFIX))]
             newest = max((p.stat().st_mtime for p in ours), default=folder.stat().st_mtime)
         except OSError:
             continue
