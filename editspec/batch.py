@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pathspec
 
-from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, language_for, part_of
+from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, dotted, language_for, part_of
 from .rewrite import (
     Progress,
     RewriteError,
@@ -130,7 +130,7 @@ def select_functions(
     """Functions and methods whose name matches a pattern; never one inside another (their regions would
     overlap: the outer one's rewrite holds it), nor two sharing a line (`function a(){} function b(){}`): the
     second is added to `left_out` as (name, why), as it is not rewritten."""
-    patterns = [patterns] if isinstance(patterns, str) else list(patterns)
+    patterns = [dotted(p) for p in ([patterns] if isinstance(patterns, str) else patterns)]
     chosen: list[Definition] = []
     for d in defs:
         if d.kind in NOT_FUNCTIONS:

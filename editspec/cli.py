@@ -232,7 +232,8 @@ def load_decoder(d: DecodeArgs, quiet: bool = False, prompts_on_disk: bool = Fal
     "function",
     metavar="NAME",
     multiple=True,
-    help="name, or Class.method; repeat it to rewrite several functions of FILE in one go",
+    help="name, or Class.method (Class::method, as the language writes it, too); repeat it to rewrite several "
+    "functions of FILE in one go",
 )
 @click.option(
     "--line",
@@ -864,7 +865,8 @@ def print_bench(result: dict, methods) -> None:
     multiple=True,
     default=("*",),
     show_default=True,
-    help="function name pattern (Class.method or name); repeat it to select what any of them matches",
+    help="function name pattern (Class.method or name; Class::method too); repeat it to select what any of them "
+    "matches",
 )
 @click.option(
     "--glob",

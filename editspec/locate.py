@@ -688,9 +688,22 @@ def code_leaves(tree: ts.Tree, start: int, end: int, source: bytes, skip: frozen
 COMMENTS = re.compile(r"/\*.*?\*/|(//|#|--)[^\n]*", re.DOTALL)
 
 
+# How languages write a member of a type: `Matrix::at` (C++, Rust, PHP), `Ledger:add` (Lua), `Ledger#add` (Ruby's
+# documentation). Definitions are named with dots whatever the language.
+MEMBER_SEPARATORS = re.compile(r"::|[:#]")
+
+
+def dotted(name: str) -> str:
+    """A name as definitions are named: `Matrix::at`, `Ledger:add` and `Ledger#add` as `Matrix.at`, `Ledger.add`."""
+    return MEMBER_SEPARATORS.sub(".", name)
+
+
 def find_by_name(defs: list[Definition], name: str) -> Definition:
-    exact = [d for d in defs if d.name == name]
-    matches = exact or [d for d in defs if d.simple_name == name or d.name.endswith("." + name)]
+    """The one definition `name` (its whole name, or a tail of it: `at` or `Matrix.at` for `linalg.Matrix.at`, in
+    dots or the language's own notation) names."""
+    wanted = dotted(name)
+    exact = [d for d in defs if d.name == wanted]
+    matches = exact or [d for d in defs if d.simple_name == wanted or d.name.endswith("." + wanted)]
     if not matches:
         known = ", ".join(sorted({d.name for d in defs})[:12]) or "none"
         raise LocateError(f"no function, method or class named {name!r} (found: {known})")

@@ -72,6 +72,9 @@ def test_select_functions_only_and_never_overlapping():
     assert [d.name for d in select_functions(definitions(source, spec), "g")] == ["A.g"]
     # Several patterns: what any of them matches, each once, in the file's order.
     assert [d.name for d in select_functions(definitions(source, spec), ["A.g", "f", "g*"])] == ["A.f", "A.g"]
+    # In a language's own notation for members, as `--function` takes them.
+    assert [d.name for d in select_functions(definitions(source, spec), ["A::g"])] == ["A.g"]
+    assert [d.name for d in select_functions(definitions(source, spec), "A#*")] == ["A.f", "A.g"]
 
 
 def copy_tree(tmp_path):

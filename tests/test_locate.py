@@ -1,5 +1,6 @@
 """Finding definitions with tree-sitter in every supported language."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -637,3 +638,22 @@ def test_the_code_on_a_definition_s_lines_that_is_not_its_own(name, text, target
     prompt = rewriter.backend.detokenize(rewriter.prompt_tokens(SourceFile.from_bytes(data), spec, found, "Go.")[0])
     whole = f"`{target}` edited, everything else in it exactly as it is." in prompt
     assert whole == bool(before or after)
+
+
+@pytest.mark.parametrize(
+    "sample, written, meant",
+    [
+        ("matrix.cpp", "Matrix::transpose", "linalg.Matrix.transpose"),
+        ("matrix.cpp", "linalg::Matrix::at", "linalg.Matrix.at"),
+        ("inventory.rs", "Inventory::count", "Inventory.count"),
+        ("Ledger.php", "Ledger::balance", "Ledger.balance"),
+        ("ledger.lua", "Ledger:balance", "Ledger.balance"),
+        ("ledger.rb", "Ledger#add", "Books.Ledger.add"),
+        ("ledger.rb", "Books::Ledger.balance", "Books.Ledger.balance"),
+    ],
+)
+def test_a_name_in_the_languages_own_notation(sample, written, meant):
+    _, _, defs = load(sample)
+    assert find_by_name(defs, written).name == meant
+    with pytest.raises(LocateError, match=re.escape(repr(written + "x"))):
+        find_by_name(defs, written + "x")  # the error names what the user wrote
