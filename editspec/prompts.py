@@ -164,21 +164,34 @@ BARE_FENCE = re.compile(r"(?m)^`{3,}[ \t]*$")
 BARE_FENCE_LINE = re.compile(rb"(?:^|\n)`{3,}[ \t]*\r?\n")
 
 
+# The closing fence counts where Markdown's does: at the start of a line, indented by at most three spaces. A doc
+# comment's own example the model adds (`/// ```` in Rust, ` * ```` in JSDoc, an indented docstring's Markdown)
+# is code, not the answer's end: cut there, the rewrite held a comment and no code, and was refused.
+MAX_FENCE_INDENT = 3
+
+
+def _line_fence(fence: bytes) -> re.Pattern[bytes]:
+    return re.compile(rb"\n[ \t]{0,%d}" % MAX_FENCE_INDENT + re.escape(fence))
+
+
 class FenceStop:
-    """A stop condition: true once the generated text contains the closing code fence (`fence`: the prompt's), or,
-    for a fence longer than three backticks, a whole line of backticks alone (see BARE_FENCE)."""
+    """A stop condition: true once the generated text has the closing code fence (`fence`: the prompt's) at the
+    start of a line (see MAX_FENCE_INDENT), or, for a fence longer than three backticks, a whole line of backticks
+    alone (see BARE_FENCE)."""
 
     def __init__(self, backend, fence: str = FENCE):
         self.backend = backend
         self.fence = fence.encode()
+        self.line_fence = _line_fence(self.fence)
         self.bare = len(fence) > len(FENCE)
-        self.text = b""
+        self.text = b"\n"  # the answer starts a line (the opening fence's line is the prompt's)
         self.closed = False  # the fence has been written
 
     def __call__(self, output: Sequence[int]) -> bool:
         piece = self.backend.token_bytes(output[-1])
         self.text += piece
-        self.closed = self.closed or self.fence in self.text[-(len(piece) + len(self.fence)) :]
+        tail = self.text[-(len(piece) + len(self.fence) + MAX_FENCE_INDENT + 1) :]
+        self.closed = self.closed or self.line_fence.search(tail) is not None
         if self.bare and not self.closed and b"\n" in piece:
             line_start = self.text.rfind(b"\n", 0, len(self.text) - len(piece))
             self.closed = BARE_FENCE_LINE.search(self.text, max(line_start, 0)) is not None
@@ -188,18 +201,21 @@ class FenceStop:
         """How many of `tokens` the output can take before one closes the fence. A draft that copies the code's
         last line runs on past its closing fence into the prompt's instruction; verifying that costs a pass over
         tokens the stop would throw away. The closing token itself is left to the target (it comes free)."""
-        text = self.text[-(len(self.fence) - 1) :] if len(self.fence) > 1 else b""
+        keep = len(self.fence) + MAX_FENCE_INDENT
+        text = self.text[-keep:]
         for i, tok in enumerate(tokens):
             text += self.backend.token_bytes(tok)
-            if self.fence in text:
+            if self.line_fence.search(text) is not None:
                 return i
+            text = text[-keep:]
         return len(tokens)
 
 
 def code_before_fence(text: str, fence: str = FENCE) -> str:
     """The answer's code: everything before the closing fence (for a longer fence than three backticks, before a
     line of backticks alone too)."""
-    code = text.split(fence, 1)[0]
+    closing = _line_fence(fence.encode()).search(b"\n" + text.encode())
+    code = text.encode()[: closing.start()].decode() if closing else text
     if len(fence) > len(FENCE):
         bare = BARE_FENCE.search(code)
         code = code[: bare.start()] if bare else code

@@ -322,7 +322,10 @@ def test_the_fence_stop_cuts_a_draft_before_the_token_that_closes_the_fence():
     stop = prompts.FenceStop(backend)
     assert stop.tokens_before_stop([0, 1, 6]) == 3
     assert stop.tokens_before_stop([0, 1, 4, 1, 6]) == 2  # the fence in one token
-    assert stop.tokens_before_stop([0, 2, 3, 6]) == 2  # the fence split over two tokens
+    assert stop.tokens_before_stop([0, 1, 2, 3, 6]) == 3  # the fence split over two tokens
+    assert stop.tokens_before_stop([2, 3, 6]) == 1  # the answer's start is a line's start
+    assert stop.tokens_before_stop([0, 2, 3, 6]) == 4  # inside a line three backticks are code (a doc's example)
+    assert stop.tokens_before_stop([0, 1, 6, 2, 3, 1]) == 6
     assert not stop([0]) and not stop([0, 1]) and not stop([0, 1, 2])  # the output now ends in "``"
     assert stop.tokens_before_stop([5, 6]) == 0
     assert stop.tokens_before_stop([6, 3]) == 2

@@ -299,7 +299,22 @@ class _Bytes:
         ("````", [b"/// ```\n", b"fn a() {}\n", b"````"], 3, "/// ```\nfn a() {}\n"),  # the fence it was shown
         ("````", [b"fn a() {}\n", b"```", b"\n"], 3, "fn a() {}\n"),  # three backticks alone on a line close it too
         ("````", [b"    ```\n", b"x```\n", b"y\n"], None, "    ```\nx```\ny\n"),  # the code's own backticks
-        ("```", [b"    ```\n"], 1, "    "),  # a three-backtick fence closes anywhere, as before
+        ("```", [b"x = 1\n", b"   ```", b"\n"], 2, "x = 1\n"),  # indented by up to three spaces, as in Markdown
+        ("```", [b"```\n"], 1, ""),  # the answer's start is a line's start
+        # Not inside a line, nor indented further: a doc comment's example the model added is code (before, the
+        # answer was cut there, held no definition and was refused).
+        (
+            "```",
+            [b"/// Sums.\n/// ", b"```", b"\n/// ", b"```\n", b"fn a() {}\n", b"```", b"\n"],
+            6,
+            "/// Sums.\n/// ```\n/// ```\nfn a() {}\n",
+        ),
+        (
+            "```",
+            [b'def f():\n    """\n    ```\n    f()\n', b'    ```\n    """\n', b"```"],
+            3,
+            'def f():\n    """\n    ```\n    f()\n    ```\n    """\n',
+        ),
     ],
 )
 def test_the_answer_ends_at_its_fence_or_at_a_line_of_backticks_alone(fence, pieces, stops_at, code):
