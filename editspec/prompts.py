@@ -212,8 +212,9 @@ class FenceStop:
 
 
 def code_before_fence(text: str, fence: str = FENCE) -> str:
-    """The answer's code: everything before the closing fence (for a longer fence than three backticks, before a
-    line of backticks alone too)."""
+    """The answer's code: everything before the closing fence at a line's start (see MAX_FENCE_INDENT; for a longer
+    fence than three backticks, before a line of backticks alone too). An answer the model closed inside a line
+    only (the stop did not see it) is kept whole: it does not parse, and is refused."""
     closing = _line_fence(fence.encode()).search(b"\n" + text.encode())
     code = text.encode()[: closing.start()].decode() if closing else text
     if len(fence) > len(FENCE):
