@@ -8,6 +8,7 @@ attributes, a template header, leading doc comments), as whole lines. Methods ar
 from __future__ import annotations
 
 import bisect
+import difflib
 import importlib
 import re
 import threading
@@ -705,8 +706,17 @@ def find_by_name(defs: list[Definition], name: str) -> Definition:
     exact = [d for d in defs if d.name == wanted]
     matches = exact or [d for d in defs if d.simple_name == wanted or d.name.endswith("." + wanted)]
     if not matches:
-        known = ", ".join(sorted({d.name for d in defs})[:12]) or "none"
-        raise LocateError(f"no function, method or class named {name!r} (found: {known})")
+        names = sorted({d.name for d in defs})
+        # A typo's nearest names, by each name's tails as a name is matched (`Matrix.at`, `at`), named in full.
+        tails: dict[str, list[str]] = {}
+        for d in defs:
+            for i in range(d.name.count(".") + 1):
+                tails.setdefault(".".join(d.name.split(".")[i:]), []).append(d.name)
+        close = difflib.get_close_matches(wanted, sorted(tails), n=3, cutoff=0.8)
+        near = list(dict.fromkeys(full for c in close for full in tails[c]))
+        guess = f"; did you mean {' or '.join(near)}?" if near else ""
+        known = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "") or "none"
+        raise LocateError(f"no function, method or class named {name!r}{guess} (found: {known})")
     if len(matches) > 1:
         where = ", ".join(f"{d.name} at line {d.line}" for d in matches)
         # Overloads share their whole name: only a line tells them apart.

@@ -657,3 +657,17 @@ def test_a_name_in_the_languages_own_notation(sample, written, meant):
     assert find_by_name(defs, written).name == meant
     with pytest.raises(LocateError, match=re.escape(repr(written + "x"))):
         find_by_name(defs, written + "x")  # the error names what the user wrote
+
+
+def test_a_mistyped_name_gets_the_nearest_names_in_full():
+    _, _, defs = load("shapes.py")
+    for typed, meant in [("totl_area", "total_area"), ("perimetr", "Rect.perimeter"), ("Circl.area", "Circle.area")]:
+        with pytest.raises(LocateError, match=re.escape(f"named {typed!r}; did you mean {meant}? (found: Circle,")):
+            find_by_name(defs, typed)
+    with pytest.raises(LocateError, match=r"named 'areaa'; did you mean Rect\.area or Circle\.area\?"):
+        find_by_name(defs, "areaa")  # a method's name: every method of that name
+    with pytest.raises(LocateError, match=r"named 'zzz' \(found:"):
+        find_by_name(defs, "zzz")  # nothing near: no guess
+    many = "".join(f"def f{i}():\n    pass\n" for i in range(15)).encode()
+    with pytest.raises(LocateError, match=r"f5, f6 and 3 more\)"):
+        find_by_name(definitions(many, language_for("x.py")), "g")
