@@ -376,6 +376,47 @@ def indent_lines(text: str, indent: str) -> str:
     return "".join(indent + line if line.strip() else line for line in text.splitlines(keepends=True))
 
 
+# Node types of string literals, in every supported grammar: a line that begins inside one (a docstring's, a template
+# literal's, a heredoc's, a Java text block's) has the string's own leading whitespace, not indentation.
+STRING_NODE = re.compile(r"string|heredoc|nowdoc|text_block")
+
+
+def lines_inside_strings(code: str, spec: LanguageSpec) -> set[int]:
+    """The lines (0-based) of `code` that begin inside a string literal."""
+    inside: set[int] = set()
+    stack = [parse(code.encode("utf-8"), spec).root_node]
+    while stack:
+        node = stack.pop()
+        if node.start_point[0] == node.end_point[0]:
+            continue  # within one line: no line begins inside it
+        if STRING_NODE.search(node.type):
+            inside.update(range(node.start_point[0] + 1, node.end_point[0] + 1))
+        else:
+            stack.extend(node.children)
+    return inside
+
+
+def restore_header_indent(shown: str, code: str, spec: LanguageSpec) -> str:
+    """The answer indented as the code the model was shown, where the model wrote it from column 0 instead.
+
+    The code shown is the region less its lines' common indentation, and the answer gets that back, so a
+    definition's header usually shows at column 0. Not when the region's lines share less than the header's
+    indentation: a region that mixes spaces and tabs (a member's header in two spaces, its body in tabs), or one
+    with a string's lines further left. The header then shows indented, and an answer the model wrote from column
+    0 landed there in the file, a method at the class's column. Such an answer gets the shown header's indentation
+    on every line that does not begin inside a string (there the whitespace is the string's own)."""
+    header = next((line for line in shown.splitlines() if line.strip()), "")
+    first = next((line for line in code.splitlines() if line.strip()), "")
+    want = header[: len(header) - len(header.lstrip())]
+    if not want or not first or first[0] in " \t":
+        return code
+    inside = lines_inside_strings(code, spec)
+    return "".join(
+        want + line if line.strip() and i not in inside else line
+        for i, line in enumerate(code.splitlines(keepends=True))
+    )
+
+
 @dataclass
 class Piece:
     """A stretch of generated text and where it came from: "copied" (prompt lookup, accepted),
@@ -732,7 +773,8 @@ class Rewriter:
         code = unwrap_enclosing_class(code, target.containers)
         code, left_out = cut_copies(code, spec, target, existing)
         extra, helpers = _judged(code, spec, target, existing)
-        new_region = indent_lines(code.rstrip("\n") + "\n", job.indent)
+        shown = dedent(job.region, job.indent)
+        new_region = indent_lines(restore_header_indent(shown, code, spec).rstrip("\n") + "\n", job.indent)
         if not job.region.endswith("\n"):
             new_region = new_region.rstrip("\n")
         start_char = len(job.data[: target.start].decode("utf-8"))

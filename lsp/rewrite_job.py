@@ -26,7 +26,9 @@ from editspec.rewrite import (
     RewriteResult,
     SourceFile,
     common_indent,
+    dedent,
     indent_lines,
+    restore_header_indent,
 )
 
 from . import positions
@@ -67,6 +69,7 @@ class RewriteJob:
         self.newline = positions.region_newline(self.original)
         self.original_lines = positions.split_lines(self.original)
         self.indent = common_indent(positions.split_lines(self.original.replace("\r\n", "\n")))
+        self.shown = dedent(self.original.replace("\r\n", "\n"), self.indent)  # the code as the model sees it
         self.lost = False  # the user edited inside the region: stop, keep their text
         self.closed = False  # the document was closed: the rewrite is cancelled (and the region lost)
         self.pending: str | None = None  # the region our edit in flight will make
@@ -243,6 +246,7 @@ class RewriteJob:
             return None
         written = complete.count("\n")
         rest = "".join(self.original_lines[written:])
+        complete = restore_header_indent(self.shown, complete, self.spec)  # as the final result will have it
         return positions.with_newline(indent_lines(complete, self.indent), self.newline) + rest
 
     def _report(self, message: str, percentage: int | None = None) -> None:

@@ -916,3 +916,44 @@ def test_a_parent_answered_with_only_the_function_it_holds_is_refused_not_taken_
     renamed = scripted(("function total", "function sum"))  # a rename of total itself is still one
     assert run(str(path), "-f", "total", "-i", renamed, "--apply").exit_code == 0
     assert path.read_text() == text.replace("function total", "function sum")
+
+
+MIXED_JS = (
+    "class Cart {\n  add(item) {\n\tthis.items.push(item);\n  }\n\n  total() {\n\tlet sum = 0;\n\treturn sum;\n  }\n}\n"
+)
+
+
+def test_an_answer_from_column_0_keeps_the_header_s_indentation_where_the_region_mixes_tabs_and_spaces(
+    tmp_path, scripted_model
+):
+    """The method's lines share no indentation (its header in spaces, its body in tabs), so the model sees the header
+    indented; an answer written from column 0 went into the file there, the method at the class's column."""
+    path = tmp_path / "cart.js"
+    path.write_text(MIXED_JS)
+    body = "  total() {\n\tlet sum = 0;\n\treturn sum;\n  }"
+    result = run(str(path), "-f", "Cart.total", "-i", scripted((body, "total() {\n  return `a\nb`;\n}")), "--apply")
+    assert result.exit_code == 0, result.output
+    # The template literal's second line is the string's own text: left as written.
+    assert path.read_text() == MIXED_JS.replace(body, "  total() {\n    return `a\nb`;\n  }")
+
+
+@pytest.mark.parametrize(
+    ("shown", "code", "expected"),
+    [
+        # The model kept the shown indentation, or the header was shown at column 0: the answer as it is.
+        ("  f() {\n\tx;\n  }\n", "  f() {\n    y;\n  }\n", "  f() {\n    y;\n  }\n"),
+        ("f() {\n  x;\n}\n", "f() {\n  y;\n}\n", "f() {\n  y;\n}\n"),
+        # A Python string's lines further left: the header shows indented; its lines keep their column.
+        (
+            '    def f(self):\n        s = """\nhello\n"""\n        return s\n',
+            'def f(self):\n    text = """\nhello\n"""\n    return text\n',
+            '    def f(self):\n        text = """\nhello\n"""\n        return text\n',
+        ),
+    ],
+)
+def test_restore_header_indent(shown, code, expected):
+    from editspec.locate import language_for
+    from editspec.rewrite import restore_header_indent
+
+    spec = language_for("x.py" if "def " in shown else "x.js")
+    assert restore_header_indent(shown, code, spec) == expected
