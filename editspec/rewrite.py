@@ -389,8 +389,9 @@ def lines_inside_strings(code: str, spec: LanguageSpec) -> set[int]:
         node = stack.pop()
         if node.start_point[0] == node.end_point[0]:
             continue  # within one line: no line begins inside it
-        if STRING_NODE.search(node.type):
-            inside.update(range(node.start_point[0] + 1, node.end_point[0] + 1))
+        if STRING_NODE.search(node.type):  # from its second line on, or its first too where it starts one (a heredoc's)
+            row, column = node.start_point
+            inside.update(range(row + (column > 0), node.end_point[0] + 1))
         else:
             stack.extend(node.children)
     return inside

@@ -938,22 +938,29 @@ def test_an_answer_from_column_0_keeps_the_header_s_indentation_where_the_region
 
 
 @pytest.mark.parametrize(
-    ("shown", "code", "expected"),
+    ("name", "shown", "code", "expected"),
     [
         # The model kept the shown indentation, or the header was shown at column 0: the answer as it is.
-        ("  f() {\n\tx;\n  }\n", "  f() {\n    y;\n  }\n", "  f() {\n    y;\n  }\n"),
-        ("f() {\n  x;\n}\n", "f() {\n  y;\n}\n", "f() {\n  y;\n}\n"),
+        ("x.js", "  f() {\n\tx;\n  }\n", "  f() {\n    y;\n  }\n", "  f() {\n    y;\n  }\n"),
+        ("x.js", "f() {\n  x;\n}\n", "f() {\n  y;\n}\n", "f() {\n  y;\n}\n"),
         # A Python string's lines further left: the header shows indented; its lines keep their column.
         (
+            "x.py",
             '    def f(self):\n        s = """\nhello\n"""\n        return s\n',
             'def f(self):\n    text = """\nhello\n"""\n    return text\n',
             '    def f(self):\n        text = """\nhello\n"""\n        return text\n',
         ),
+        # A heredoc's body starts its first line: that line is the string's too.
+        (
+            "x.rb",
+            "  def f\n    <<EOS\nhello\nEOS\n  end\n",
+            "def f\n  <<EOS\nhi\nEOS\nend\n",
+            "  def f\n    <<EOS\nhi\nEOS\n  end\n",
+        ),
     ],
 )
-def test_restore_header_indent(shown, code, expected):
+def test_restore_header_indent(name, shown, code, expected):
     from editspec.locate import language_for
     from editspec.rewrite import restore_header_indent
 
-    spec = language_for("x.py" if "def " in shown else "x.js")
-    assert restore_header_indent(shown, code, spec) == expected
+    assert restore_header_indent(shown, code, language_for(name)) == expected
