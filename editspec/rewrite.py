@@ -379,17 +379,19 @@ def indent_lines(text: str, indent: str) -> str:
 # Node types of string literals, in every supported grammar: a line that begins inside one (a docstring's, a template
 # literal's, a heredoc's, a Java text block's) has the string's own leading whitespace, not indentation.
 STRING_NODE = re.compile(r"string|heredoc|nowdoc|text_block")
+# And of comments: a block comment's lines are aligned to its opening (` * ` under `/**`), not indented.
+STRING_OR_COMMENT = re.compile(STRING_NODE.pattern + "|comment")
 
 
-def lines_inside_strings(code: str, spec: LanguageSpec) -> set[int]:
-    """The lines (0-based) of `code` that begin inside a string literal."""
+def lines_inside_strings(code: str, spec: LanguageSpec, kinds: re.Pattern[str] = STRING_NODE) -> set[int]:
+    """The lines (0-based) of `code` that begin inside a string literal (or a node of other `kinds`)."""
     inside: set[int] = set()
     stack = [parse(code.encode("utf-8"), spec).root_node]
     while stack:
         node = stack.pop()
         if node.start_point[0] == node.end_point[0]:
             continue  # within one line: no line begins inside it
-        if STRING_NODE.search(node.type):  # from its second line on, or its first too where it starts one (a heredoc's)
+        if kinds.search(node.type):  # from its second line on, or its first too where it starts one (a heredoc's)
             row, column = node.start_point
             inside.update(range(row + (column > 0), node.end_point[0] + 1))
         else:
@@ -416,6 +418,45 @@ def restore_header_indent(shown: str, code: str, spec: LanguageSpec) -> str:
         want + line if line.strip() and i not in inside else line
         for i, line in enumerate(code.splitlines(keepends=True))
     )
+
+
+INDENT_UNITS = (2, 4, 8)  # spaces per level an answer may indent by, for follow_tabs
+
+
+def follow_tabs(shown: str, code: str, spec: LanguageSpec) -> str:
+    """The answer's indentation in tabs where the code shown is indented with tabs and the answer with spaces.
+
+    A model trained on Python writes four spaces a level whatever it is shown (`\tdef f():` came back with its
+    body in `\t    `), so the file's tab lines and the answer's space lines ended up side by side. Each line's
+    spaces after its leading tabs become a tab per level of the answer's unit (the fewest spaces any line is
+    indented by past its tabs: 2, 4 or 8); spaces past a whole level stay, as alignment. Lines that begin inside
+    a string or a comment keep their whitespace (a string's is its data), and so does every line unless the code
+    shown is indented in tabs alone (a file that indents by a tab and then spaces, `\t    `, keeps its way)."""
+    indents = [_leading(line) for line in _code_lines(shown, spec)]
+    if not any(indents) or any(ws.strip("\t") for ws in indents):  # no indentation, or some not in tabs alone
+        return code
+    skip = lines_inside_strings(code, spec, STRING_OR_COMMENT)
+    lines = code.splitlines(keepends=True)
+    spaces = {i: _leading(line).lstrip("\t") for i, line in enumerate(lines) if line.strip() and i not in skip}
+    runs = [len(ws) for ws in spaces.values() if ws and not ws.strip(" ")]
+    unit = min(runs, default=0)
+    if unit not in INDENT_UNITS:
+        return code
+    for i, ws in spaces.items():
+        if ws and not ws.strip(" "):
+            tabs = len(lines[i]) - len(lines[i].lstrip("\t"))
+            lines[i] = "\t" * (tabs + len(ws) // unit) + " " * (len(ws) % unit) + lines[i].lstrip("\t ")
+    return "".join(lines)
+
+
+def _leading(line: str) -> str:
+    return line[: len(line) - len(line.lstrip(" \t"))]
+
+
+def _code_lines(code: str, spec: LanguageSpec) -> list[str]:
+    """The non-blank lines of `code` that do not begin inside a string or a comment."""
+    skip = lines_inside_strings(code, spec, STRING_OR_COMMENT)
+    return [line for i, line in enumerate(code.splitlines()) if line.strip() and i not in skip]
 
 
 @dataclass
@@ -775,7 +816,8 @@ class Rewriter:
         code, left_out = cut_copies(code, spec, target, existing)
         extra, helpers = _judged(code, spec, target, existing)
         shown = dedent(job.region, job.indent)
-        new_region = indent_lines(restore_header_indent(shown, code, spec).rstrip("\n") + "\n", job.indent)
+        code = follow_tabs(shown, restore_header_indent(shown, code, spec), spec)
+        new_region = indent_lines(code.rstrip("\n") + "\n", job.indent)
         if not job.region.endswith("\n"):
             new_region = new_region.rstrip("\n")
         start_char = len(job.data[: target.start].decode("utf-8"))
@@ -833,9 +875,9 @@ class Rewriter:
             left_out=left_out,
             imports=imports,
             imports_at=imports_at,
-            unchanged=written_back(dedent(job.region, job.indent), code, spec),
+            unchanged=written_back(shown, code, spec),
             # (an answer that does not parse may only look empty to the parser: the parse error is the reason given)
-            defines_nothing=not errors and defines_nothing(dedent(job.region, job.indent), code, spec),
+            defines_nothing=not errors and defines_nothing(shown, code, spec),
             undefined_names=undefined,
             early_names=early,
             bad_calls=bad_calls,

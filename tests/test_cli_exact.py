@@ -964,3 +964,46 @@ def test_restore_header_indent(name, shown, code, expected):
     from editspec.rewrite import restore_header_indent
 
     assert restore_header_indent(shown, code, language_for(name)) == expected
+
+
+def test_an_answer_in_spaces_is_indented_with_tabs_in_a_file_indented_with_tabs(tmp_path, scripted_model):
+    """The coder model writes Python in four spaces a level whatever it is shown: the method came back as
+    `\\t    if not xs:` among the file's tab lines."""
+    path = tmp_path / "tabs.py"
+    path.write_text('class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t\t"""\n\t\treturn sum(xs)\n')
+    shown = 'def f(self, xs):\n\t"""Sum.\n\t"""\n\treturn sum(xs)'
+    answer = 'def f(self, xs):\n    """Sum.\n  two spaces: the docstring\'s own\n    """\n'
+    answer += "    if not xs:\n        return 0\n    return sum(xs)"
+    result = run(str(path), "-f", "A.f", "-i", scripted((shown, answer)), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == (
+        # (the docstring's lines get back the tab every line of the method was shown without)
+        'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t  two spaces: the docstring\'s own\n\t    """\n'
+        "\t\tif not xs:\n\t\t\treturn 0\n\t\treturn sum(xs)\n"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "shown", "code", "expected"),
+    [
+        # Two spaces a level; a line past a whole level keeps the rest as alignment.
+        ("x.js", "f() {\n\tg(1,\n\t\t2);\n}\n", "f() {\n  g(1,\n     2);\n}\n", "f() {\n\tg(1,\n\t\t 2);\n}\n"),
+        # The file indents by a tab and then spaces: its way, left alone.
+        ("x.c", "int f() {\n\tif (x)\n\t    y();\n}\n", "int f() {\n    if (x)\n        z();\n}\n", None),
+        # The code shown in spaces, or not indented: left alone.
+        ("x.py", "def f():\n    return 1\n", "def f():\n    return 2\n", None),
+        ("x.py", "X = 1\n", "X = 2\n", None),
+        # A block comment's lines are aligned to its opening, not indented.
+        (
+            "x.c",
+            "int f() {\n\treturn 1;\n}\n",
+            "int f() {\n    /* a\n     * b */\n    return 2;\n}\n",
+            "int f() {\n\t/* a\n     * b */\n\treturn 2;\n}\n",
+        ),
+    ],
+)
+def test_follow_tabs(name, shown, code, expected):
+    from editspec.locate import language_for
+    from editspec.rewrite import follow_tabs
+
+    assert follow_tabs(shown, code, language_for(name)) == (code if expected is None else expected)
