@@ -882,7 +882,8 @@ def test_a_python_rewrite_that_python_would_not_compile_is_refused_though_tree_s
     path = tmp_path / "t.py"
     path.write_text(text)
     for answer, said in [
-        (("\treturn 2", "\tprint(x)\n    return 2"), "line 9: unindent does not match any outer indentation level"),
+        # (Spaces that make whole levels are tabs by now, follow_tabs: three are none, and stay.)
+        (("\treturn 2", "\tprint(x)\n   return 2"), "line 9: unindent does not match any outer indentation level"),
         (("\treturn 2", "\tprint 'x'\n\treturn 2"), "line 8: Missing parentheses in call to 'print'"),
     ]:
         refused = run(str(path), "-f", "A.f", "-i", scripted(answer), "--apply", "--json")
