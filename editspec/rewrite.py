@@ -428,24 +428,25 @@ def follow_tabs(shown: str, code: str, spec: LanguageSpec) -> str:
 
     A model trained on Python writes four spaces a level whatever it is shown (`\tdef f():` came back with its
     body in `\t    `), so the file's tab lines and the answer's space lines ended up side by side. Each line's
-    spaces after its leading tabs become a tab per level of the answer's unit (the fewest spaces any line is
-    indented by past its tabs: 2, 4 or 8); spaces past a whole level stay, as alignment. Lines that begin inside
-    a string or a comment keep their whitespace (a string's is its data), and so does every line unless the code
-    shown is indented in tabs alone (a file that indents by a tab and then spaces, `\t    `, keeps its way)."""
+    spaces become a tab per level of the answer's unit (the fewest spaces any line is indented by: 2, 4 or 8);
+    spaces past a whole level stay, as alignment. Every line scales alike, so the blocks nest as they did. Lines
+    that begin inside a string or a comment keep their whitespace (a string's is its data), and so does every
+    line unless the code shown is indented in tabs alone (a file that indents by a tab and then spaces, `\t    `,
+    keeps its way) and the answer in spaces alone: where it copied some lines with their tabs and wrote others
+    in spaces, which spaces match which tabs is a guess that, wrong, would nest a Python line in another block."""
     indents = [_leading(line) for line in _code_lines(shown, spec)]
     if not any(indents) or any(ws.strip("\t") for ws in indents):  # no indentation, or some not in tabs alone
         return code
     skip = lines_inside_strings(code, spec, STRING_OR_COMMENT)
     lines = code.splitlines(keepends=True)
-    spaces = {i: _leading(line).lstrip("\t") for i, line in enumerate(lines) if line.strip() and i not in skip}
-    runs = [len(ws) for ws in spaces.values() if ws and not ws.strip(" ")]
-    unit = min(runs, default=0)
+    indents = {i: _leading(line) for i, line in enumerate(lines) if line.strip() and i not in skip}
+    if any("\t" in ws for ws in indents.values()):
+        return code  # some lines in tabs, some in spaces: how many spaces make the model's level is a guess
+    unit = min((len(ws) for ws in indents.values() if ws), default=0)
     if unit not in INDENT_UNITS:
         return code
-    for i, ws in spaces.items():
-        if ws and not ws.strip(" "):
-            tabs = len(lines[i]) - len(lines[i].lstrip("\t"))
-            lines[i] = "\t" * (tabs + len(ws) // unit) + " " * (len(ws) % unit) + lines[i].lstrip("\t ")
+    for i, ws in indents.items():
+        lines[i] = "\t" * (len(ws) // unit) + " " * (len(ws) % unit) + lines[i][len(ws) :]
     return "".join(lines)
 
 

@@ -882,8 +882,7 @@ def test_a_python_rewrite_that_python_would_not_compile_is_refused_though_tree_s
     path = tmp_path / "t.py"
     path.write_text(text)
     for answer, said in [
-        # (Spaces that make whole levels are tabs by now, follow_tabs: three are none, and stay.)
-        (("\treturn 2", "\tprint(x)\n   return 2"), "line 9: unindent does not match any outer indentation level"),
+        (("\treturn 2", "\tprint(x)\n    return 2"), "line 9: unindent does not match any outer indentation level"),
         (("\treturn 2", "\tprint 'x'\n\treturn 2"), "line 8: Missing parentheses in call to 'print'"),
     ]:
         refused = run(str(path), "-f", "A.f", "-i", scripted(answer), "--apply", "--json")
@@ -994,6 +993,8 @@ def test_an_answer_in_spaces_is_indented_with_tabs_in_a_file_indented_with_tabs(
         # The code shown in spaces, or not indented: left alone.
         ("x.py", "def f():\n    return 1\n", "def f():\n    return 2\n", None),
         ("x.py", "X = 1\n", "X = 2\n", None),
+        # Lines copied with their tabs beside new ones in spaces: which spaces make a tab is a guess, left alone.
+        ("x.py", "def f(x):\n\tif x:\n\t\treturn 1\n", "def f(x):\n\tif x:\n\t\treturn 1\n    return 2\n", None),
         # A block comment's lines are aligned to its opening, not indented.
         (
             "x.c",
