@@ -407,17 +407,19 @@ def restore_header_indent(shown: str, code: str, spec: LanguageSpec) -> str:
     indentation: a region that mixes spaces and tabs (a member's header in two spaces, its body in tabs), or one
     with a string's lines further left. The header then shows indented, and an answer the model wrote from column
     0 landed there in the file, a method at the class's column. Such an answer gets the shown header's indentation
-    on every line that does not begin inside a string (there the whitespace is the string's own)."""
+    on every line that does not begin inside a string (there the whitespace is the string's own), when that
+    indentation and the answer's are all spaces or all tabs."""
     header = next((line for line in shown.splitlines() if line.strip()), "")
     first = next((line for line in code.splitlines() if line.strip()), "")
     want = header[: len(header) - len(header.lstrip())]
     if not want or not first or first[0] in " \t":
         return code
     inside = lines_inside_strings(code, spec)
-    return "".join(
-        want + line if line.strip() and i not in inside else line
-        for i, line in enumerate(code.splitlines(keepends=True))
-    )
+    lines = code.splitlines(keepends=True)
+    shifted = [i for i, line in enumerate(lines) if line.strip() and i not in inside]
+    if len(set(want + "".join(_leading(lines[i]) for i in shifted))) > 1:
+        return code  # tabs and spaces: a prefix of either moves the other's tab stops, and a block could change
+    return "".join(want + line if i in shifted else line for i, line in enumerate(lines))
 
 
 INDENT_UNITS = (2, 4, 8)  # spaces per level an answer may indent by, for follow_tabs

@@ -950,6 +950,8 @@ def test_an_answer_from_column_0_keeps_the_header_s_indentation_where_the_region
             'def f(self):\n    text = """\nhello\n"""\n    return text\n',
             '    def f(self):\n        text = """\nhello\n"""\n        return text\n',
         ),
+        # The header in spaces, the answer in tabs: a prefix would move the tab stops; left as written.
+        ("x.py", "  def f(x):\n\treturn x\n", "def f(x):\n\treturn x\n", "def f(x):\n\treturn x\n"),
         # A heredoc's body starts its first line: that line is the string's too.
         (
             "x.rb",
