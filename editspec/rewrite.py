@@ -411,7 +411,7 @@ def restore_header_indent(shown: str, code: str, spec: LanguageSpec) -> str:
     indentation and the answer's are all spaces or all tabs."""
     header = next((line for line in shown.splitlines() if line.strip()), "")
     first = next((line for line in code.splitlines() if line.strip()), "")
-    want = header[: len(header) - len(header.lstrip())]
+    want = _leading(header)
     if not want or not first or first[0] in " \t":
         return code
     inside = lines_inside_strings(code, spec)
@@ -436,8 +436,9 @@ def follow_tabs(shown: str, code: str, spec: LanguageSpec) -> str:
     line unless the code shown is indented in tabs alone (a file that indents by a tab and then spaces, `\t    `,
     keeps its way) and the answer in spaces alone: where it copied some lines with their tabs and wrote others
     in spaces, which spaces match which tabs is a guess that, wrong, would nest a Python line in another block."""
-    indents = [_leading(line) for line in _code_lines(shown, spec)]
-    if not any(indents) or any(ws.strip("\t") for ws in indents):  # no indentation, or some not in tabs alone
+    skip = lines_inside_strings(shown, spec, STRING_OR_COMMENT)
+    shown_indents = [_leading(line) for i, line in enumerate(shown.splitlines()) if line.strip() and i not in skip]
+    if not any(shown_indents) or any(ws.strip("\t") for ws in shown_indents):  # none, or some not in tabs alone
         return code
     skip = lines_inside_strings(code, spec, STRING_OR_COMMENT)
     lines = code.splitlines(keepends=True)
@@ -456,10 +457,10 @@ def _leading(line: str) -> str:
     return line[: len(line) - len(line.lstrip(" \t"))]
 
 
-def _code_lines(code: str, spec: LanguageSpec) -> list[str]:
-    """The non-blank lines of `code` that do not begin inside a string or a comment."""
-    skip = lines_inside_strings(code, spec, STRING_OR_COMMENT)
-    return [line for i, line in enumerate(code.splitlines()) if line.strip() and i not in skip]
+def indented_as_shown(shown: str, code: str, spec: LanguageSpec) -> str:
+    """The answer's indentation made the code shown's where the model wrote its own (restore_header_indent, then
+    follow_tabs): what the rewrite puts in the file, and what the language server streams."""
+    return follow_tabs(shown, restore_header_indent(shown, code, spec), spec)
 
 
 @dataclass
@@ -819,7 +820,7 @@ class Rewriter:
         code, left_out = cut_copies(code, spec, target, existing)
         extra, helpers = _judged(code, spec, target, existing)
         shown = dedent(job.region, job.indent)
-        code = follow_tabs(shown, restore_header_indent(shown, code, spec), spec)
+        code = indented_as_shown(shown, code, spec)
         new_region = indent_lines(code.rstrip("\n") + "\n", job.indent)
         if not job.region.endswith("\n"):
             new_region = new_region.rstrip("\n")

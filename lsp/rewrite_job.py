@@ -27,9 +27,8 @@ from editspec.rewrite import (
     SourceFile,
     common_indent,
     dedent,
-    follow_tabs,
     indent_lines,
-    restore_header_indent,
+    indented_as_shown,
 )
 
 from . import positions
@@ -247,7 +246,7 @@ class RewriteJob:
             return None
         written = complete.count("\n")
         rest = "".join(self.original_lines[written:])
-        complete = follow_tabs(self.shown, restore_header_indent(self.shown, complete, self.spec), self.spec)
+        complete = indented_as_shown(self.shown, complete, self.spec)  # as the final result will have it
         return positions.with_newline(indent_lines(complete, self.indent), self.newline) + rest
 
     def _report(self, message: str, percentage: int | None = None) -> None:
