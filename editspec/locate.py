@@ -736,7 +736,7 @@ def find_at(defs: list[Definition], offset: int, end: int | None = None) -> Defi
     end = offset if end is None else end
     inside = [d for d in defs if d.start <= offset < d.end and end <= d.end]
     if not inside:
-        raise LocateError("no function, method or class there")
+        raise LocateError("no function, method or class there" + _nearest(defs, offset, end))
 
     def outside(d: Definition) -> bool:
         return not (d.node_start <= offset and end <= d.node_end)
@@ -745,6 +745,21 @@ def find_at(defs: list[Definition], offset: int, end: int | None = None) -> Defi
     return min(
         inside, key=lambda d: (d.end - d.start, outside(d), d.node_start if outside(d) else d.node_end - d.node_start)
     )
+
+
+def _nearest(defs: list[Definition], offset: int, end: int) -> str:
+    """Where the definitions nearest a place outside every definition are, the enclosing one of several ending
+    (or beginning) alike: what to give `--line` instead."""
+    above = max((d for d in defs if d.end <= offset), key=lambda d: (d.end, -d.start), default=None)
+    below = min((d for d in defs if d.start >= end), key=lambda d: (d.start, -d.end), default=None)
+    if above is None and below is None:
+        return "; the file has none" if not defs else ""
+
+    def lines(d: Definition) -> str:
+        return f"line {d.line}" if d.line == d.end_line else f"lines {d.line}-{d.end_line}"
+
+    near = [f"{d.name} ({lines(d)}) {side}" for d, side in ((above, "above"), (below, "below")) if d is not None]
+    return "; the nearest: " + " and ".join(near)
 
 
 def byte_offset(text: str, offset: int) -> int:

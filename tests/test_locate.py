@@ -350,11 +350,29 @@ def test_simple_names_and_suffixes_find_methods():
     assert find_by_name(defs, "describe").kind == "variable_declarator"
 
 
+def test_a_place_outside_every_definition_names_the_nearest():
+    """Between two definitions: the one ending last above and the one starting first below, the enclosing one of
+    those ending or starting alike (a class, not its last method); after the last, the last; none at all, said."""
+    _, data, defs = load("shapes.py")
+    lines = data.decode().splitlines()
+    gap = next(i for i, line in enumerate(lines, 1) if line.startswith("class Circle")) - 1
+    with pytest.raises(
+        LocateError, match=r"there; the nearest: Rect \(lines 7-18\) above and Circle \(lines 21-26\) below$"
+    ):
+        find_at(defs, offset_of_line(data, gap))
+    with pytest.raises(LocateError, match=r"there; the nearest: total_area \(lines 29-33\) above$"):
+        find_at(defs, len(data))
+    with pytest.raises(LocateError, match="there; the file has none$"):
+        find_at([], 0)
+
+
 def test_helpful_errors():
     _, data, defs = load("stack.go")
     with pytest.raises(LocateError, match="no function, method or class named 'Peek'.*Stack.Pop"):
         find_by_name(defs, "Peek")
-    with pytest.raises(LocateError, match="no function, method or class there"):
+    with pytest.raises(
+        LocateError, match=r"no function, method or class there; the nearest: Stack \(lines 5-8\) below$"
+    ):
         find_at(defs, offset_of_line(data, 1))
     with pytest.raises(LocateError, match="past the end"):
         offset_of_line(data, 999)

@@ -104,7 +104,7 @@ ERRORS = [
     (["{dir}", "-f", "total", "-i", "x"], "is a directory"),
     (["{file}", "-f", "nope", "-i", "x"], "no function, method or class named 'nope'"),
     (["{file}", "-f", "total", "-i", "   "], "instruction is empty"),
-    (["{file}", "-l", "2", "-i", "x"], "no function, method or class there"),
+    (["{file}", "-l", "2", "-i", "x"], "no function, method or class there; the nearest: "),
     (["{file}", "-l", "500", "-i", "x"], "past the end"),
     (["{file}", "-i", "x"], "exactly one of --function"),
     (["{file}", "-f", "total", "-i", "x", "--language", "cobol"], "unknown language"),
