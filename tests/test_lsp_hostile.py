@@ -637,3 +637,63 @@ def test_a_rewrite_streams_into_a_file_of_another_language(client, name, header,
     result = rewrite_result(client, client.rewrite(uri, line + 1, 2, scripted((old, new))))
     assert result["applied"] is True, result
     assert client.editor.text(uri) == text.replace(old, new, 1)
+
+
+def streamed_states(c: RawClient, uri: str) -> list[str]:
+    """Every text the document has after one of the server's edits, in order."""
+    states: list[str] = []
+
+    def record(params):
+        reply = c.editor.apply_normally(params)
+        states.append(c.editor.text(uri))
+        return reply
+
+    c.editor.hook = record
+    return states
+
+
+def only_lines_of(states: list[str], *texts: str) -> None:
+    """Every line the document showed while streaming is a line of one of `texts` (the original, the final)."""
+    known = {line for text in texts for line in text.splitlines()}
+    for state in states:
+        assert set(state.splitlines()) <= known, state
+
+
+def test_an_answer_in_spaces_streams_into_a_tab_indented_file_in_tabs(make_client):
+    """As `rewrite --apply` writes it (tests/test_cli_exact.py): the coder writes four spaces a level whatever it
+    is shown; the streamed lines follow the file's tabs from the first one."""
+    client = make_client(delay=0.002)
+    client.initialize()
+    uri = "file:///work/tabs.py"
+    text = "class A:\n\tdef f(self, xs):\n\t\treturn sum(xs)\n"
+    client.editor.open(uri, text)
+    states = streamed_states(client, uri)
+    answer = "def f(self, xs):\n    if not xs:\n        return 0\n    for x in xs:\n        if x < 0:\n"
+    answer += "            raise ValueError(x)\n    return sum(xs)"
+    result = rewrite_result(client, client.rewrite(uri, 1, 2, scripted(("def f(self, xs):\n\treturn sum(xs)", answer))))
+    assert result["applied"] is True, result
+    final = "class A:\n\tdef f(self, xs):\n\t\tif not xs:\n\t\t\treturn 0\n\t\tfor x in xs:\n\t\t\tif x < 0:\n"
+    final += "\t\t\t\traise ValueError(x)\n\t\treturn sum(xs)\n"
+    assert client.editor.text(uri) == final
+    assert len(states) > 2  # streamed in several edits
+    only_lines_of(states, text, final)
+
+
+def test_an_answer_from_column_0_streams_in_at_the_header_s_indentation(make_client):
+    """A member whose header is in spaces and body in tabs is shown with its header indented; an answer the model
+    wrote from column 0 goes into the document at the header's column, from its first streamed line, a template
+    literal's line as written."""
+    client = make_client(delay=0.002)
+    client.initialize()
+    uri = "file:///work/cart.js"
+    text = "class Cart {\n  add(item) {\n\tthis.items.push(item);\n  }\n\n"
+    text += "  total() {\n\tlet sum = 0;\n\treturn sum;\n  }\n}\n"
+    client.editor.open(uri, text, language="javascript")
+    states = streamed_states(client, uri)
+    body = "  total() {\n\tlet sum = 0;\n\treturn sum;\n  }"
+    result = rewrite_result(client, client.rewrite(uri, 5, 3, scripted((body, "total() {\n  return `a\nb`;\n}"))))
+    assert result["applied"] is True, result
+    final = text.replace(body, "  total() {\n    return `a\nb`;\n  }")
+    assert client.editor.text(uri) == final
+    assert len(states) >= 2
+    only_lines_of(states, text, final)
