@@ -399,6 +399,35 @@ def lines_inside_strings(code: str, spec: LanguageSpec, kinds: re.Pattern[str] =
     return inside
 
 
+# Tokens that open a string able to span lines, as the grammars name them where the string is not closed yet (a
+# Python docstring's `string_start`, a template literal's backtick, a Java or Kotlin text block's quotes, a Lua long
+# string's brackets, a C++ raw string's `R"`, a heredoc's start).
+STRING_OPENER = re.compile(r'string_start|heredoc_start|heredoc_body|"""|\'\'\'|`|"|\'|@"|\$"|\$@"|@\$"|\[\[|R"|<<<')
+
+
+def open_string_row(code: str, spec: LanguageSpec) -> int | None:
+    """The line (0-based) where a string that `code` leaves open begins, if any, before its last line: the lines
+    after it may be the string's own text, which the parse of a partial answer cannot tell (it reads them as
+    code in an error). An opener the parser could not place in a string of its own marks it."""
+    rows = [
+        node.start_point[0]
+        for node in _leaves(parse(code.encode("utf-8"), spec).root_node)
+        if node.parent is not None and node.parent.type == "ERROR" and STRING_OPENER.fullmatch(node.type)
+    ]
+    last = code.count("\n") - (1 if code.endswith("\n") else 0)
+    return min((r for r in rows if r < last), default=None)
+
+
+def _leaves(node):
+    stack = [node]
+    while stack:
+        node = stack.pop()
+        if node.child_count == 0:
+            yield node
+        else:
+            stack.extend(node.children)
+
+
 def restore_header_indent(shown: str, code: str, spec: LanguageSpec) -> str:
     """The answer indented as the code the model was shown, where the model wrote it from column 0 instead.
 

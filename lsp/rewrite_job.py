@@ -29,6 +29,7 @@ from editspec.rewrite import (
     dedent,
     indent_lines,
     indented_as_shown,
+    open_string_row,
 )
 
 from . import positions
@@ -240,14 +241,20 @@ class RewriteJob:
     # -- streaming ---------------------------------------------------------------------------------------
 
     def _streamed_region(self, code_so_far: str) -> str | None:
-        """The whole lines written so far, then the rest of the original region."""
+        """The whole lines written so far, then the rest of the original region. Indented as the final result will
+        be; where that changes the answer's indentation, the lines after a string left open wait for it to close
+        (whether they are the string's own text, kept as written, cannot be told before)."""
         complete = code_so_far[: code_so_far.rfind("\n") + 1]
+        indented = indented_as_shown(self.shown, complete, self.spec)
+        if indented != complete:
+            row = open_string_row(complete, self.spec)
+            if row is not None:
+                complete = "".join(complete.splitlines(keepends=True)[: row + 1])
+                indented = indented_as_shown(self.shown, complete, self.spec)
         if not complete:
             return None
-        written = complete.count("\n")
-        rest = "".join(self.original_lines[written:])
-        complete = indented_as_shown(self.shown, complete, self.spec)  # as the final result will have it
-        return positions.with_newline(indent_lines(complete, self.indent), self.newline) + rest
+        rest = "".join(self.original_lines[complete.count("\n") :])
+        return positions.with_newline(indent_lines(indented, self.indent), self.newline) + rest
 
     def _report(self, message: str, percentage: int | None = None) -> None:
         if self.progress_token is not None:

@@ -679,6 +679,55 @@ def test_an_answer_in_spaces_streams_into_a_tab_indented_file_in_tabs(make_clien
     only_lines_of(states, text, final)
 
 
+def test_a_docstring_streams_into_a_tab_indented_file_only_once_closed(make_client):
+    """The lines after a docstring's opening quotes may be its own text (kept as written) or code (in tabs): the
+    parse of a partial answer cannot tell, so they wait for the closing quotes, and no line the document shows is
+    one the result does not have."""
+    client = make_client(delay=0.002)
+    client.initialize()
+    uri = "file:///work/tabs.py"
+    text = 'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t\t"""\n\t\treturn sum(xs)\n'
+    client.editor.open(uri, text)
+    states = streamed_states(client, uri)
+    shown = 'def f(self, xs):\n\t"""Sum.\n\t"""\n\treturn sum(xs)'
+    answer = 'def f(self, xs):\n    """Sum.\n  two spaces: the docstring\'s own\n    more of it\n    """\n'
+    answer += "    if not xs:\n        return 0\n    return sum(xs)"
+    result = rewrite_result(client, client.rewrite(uri, 1, 2, scripted((shown, answer))))
+    assert result["applied"] is True, result
+    final = 'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t  two spaces: the docstring\'s own\n\t    more of it\n'
+    final += '\t    """\n\t\tif not xs:\n\t\t\treturn 0\n\t\treturn sum(xs)\n'
+    assert client.editor.text(uri) == final
+    assert len(states) > 2
+    only_lines_of(states, text, final)
+
+
+@pytest.mark.parametrize(
+    ("name", "code", "row"),
+    [
+        ("x.py", 'def f(self, xs):\n    """Sum.\n  two\n', 1),
+        ("x.py", 'def f(self, xs):\n    """Sum."""\n    if x:\n', None),  # closed
+        ("x.py", "def f(self, xs):\n    return g(a,\n", None),  # no string
+        ("x.py", 'def f(self, xs):\n    s = """a\n', None),  # on the last line: nothing after it yet
+        ("x.js", "function total() {\n  return `a\nb\n", 1),
+        ("x.js", 'function total() {\n  const s = "a";\n  return `b`;\n', None),
+        ("x.ts", "function total(): number {\n  return `a\nb\n", 1),
+        ("x.go", "func f() int {\n\ts := `a\nb\n", 1),
+        ("x.go", 'func f() int {\n\ts := "a"\n\treturn 1\n', None),
+        ("x.java", 'public int f() {\n    String s = """\n  hi\n', 1),
+        ("x.kt", 'fun f(): Int {\n    val s = """a\nb\n', 1),
+        ("x.lua", "function f()\n  local s = [[a\nb\n", 1),
+        ("x.cpp", 'int f() {\n    auto s = R"(a\nb\n', 1),
+        ("x.sh", "f() {\n  cat <<EOF\nhi\n", 1),
+        ("x.rs", 'fn f() -> i32 {\n    let s = "a\nb\n', 1),
+    ],
+)
+def test_open_string_row(name, code, row):
+    from editspec.locate import language_for
+    from editspec.rewrite import open_string_row
+
+    assert open_string_row(code, language_for(name)) == row
+
+
 def test_an_answer_from_column_0_streams_in_at_the_header_s_indentation(make_client):
     """A member whose header is in spaces and body in tabs is shown with its header indented; an answer the model
     wrote from column 0 goes into the document at the header's column, from its first streamed line, a template
