@@ -20,7 +20,17 @@ from pathlib import Path
 
 import pathspec
 
-from .locate import CLASS_LIKE, Definition, LanguageSpec, LocateError, definitions, dotted, language_for, part_of
+from .locate import (
+    CLASS_LIKE,
+    Definition,
+    LanguageSpec,
+    LocateError,
+    definitions,
+    dotted,
+    language_for,
+    nested_names,
+    part_of,
+)
 from .rewrite import (
     Progress,
     RewriteError,
@@ -132,10 +142,10 @@ def select_functions(
     second is added to `left_out` as (name, why), as it is not rewritten."""
     patterns = [dotted(p) for p in ([patterns] if isinstance(patterns, str) else patterns)]
     chosen: list[Definition] = []
-    for d in defs:
+    for d, path in zip(defs, nested_names(defs), strict=True):
         if d.kind in NOT_FUNCTIONS:
             continue
-        if not any(fnmatch.fnmatchcase(d.name, p) or fnmatch.fnmatchcase(d.simple_name, p) for p in patterns):
+        if not any(fnmatch.fnmatchcase(name, p) for name in (d.name, d.simple_name, path) for p in patterns):
             continue
         if chosen and d.start < chosen[-1].end:
             if left_out is not None and not part_of(d, chosen[-1]):

@@ -699,31 +699,52 @@ def dotted(name: str) -> str:
     return MEMBER_SEPARATORS.sub(".", name)
 
 
+def nested_names(defs: list[Definition]) -> list[str]:
+    """Each definition's name with the functions it is nested in: `outer.inner` for a function defined inside
+    `outer` (whose own name is `inner`: only classes and namespaces qualify names), its name otherwise."""
+    paths: list[str] = []
+    open_: list[tuple[Definition, str]] = []  # the definitions around the current one, innermost last
+    for d in defs:  # outer before inner
+        while open_ and not (open_[-1][0].node_start <= d.node_start and d.node_end <= open_[-1][0].node_end):
+            open_.pop()
+        path = f"{open_[-1][1]}.{d.simple_name}" if open_ else d.name
+        paths.append(path)
+        open_.append((d, path))
+    return paths
+
+
 def find_by_name(defs: list[Definition], name: str) -> Definition:
     """The one definition `name` (its whole name, or a tail of it: `at` or `Matrix.at` for `linalg.Matrix.at`, in
-    dots or the language's own notation) names."""
+    dots or the language's own notation; a nested function's also with the functions around it, `outer.inner`)
+    names."""
     wanted = dotted(name)
-    exact = [d for d in defs if d.name == wanted]
-    matches = exact or [d for d in defs if d.simple_name == wanted or d.name.endswith("." + wanted)]
+    named = list(zip(defs, nested_names(defs), strict=True))
+    exact = [d for d, path in named if wanted in (d.name, path)]
+    matches = exact or [
+        d
+        for d, path in named
+        if d.simple_name == wanted or d.name.endswith("." + wanted) or path.endswith("." + wanted)
+    ]
     if not matches:
-        names = sorted({d.name for d in defs})
+        names = sorted({path for _, path in named})
         # A typo's nearest names, by each name's tails as a name is matched (`Matrix.at`, `at`), named in full.
         tails: dict[str, list[str]] = {}
-        for d in defs:
-            for i in range(d.name.count(".") + 1):
-                tails.setdefault(".".join(d.name.split(".")[i:]), []).append(d.name)
+        for _, path in named:
+            for i in range(path.count(".") + 1):
+                tails.setdefault(".".join(path.split(".")[i:]), []).append(path)
         close = difflib.get_close_matches(wanted, sorted(tails), n=3, cutoff=0.8)
         near = list(dict.fromkeys(full for c in close for full in tails[c]))
         guess = f"; did you mean {' or '.join(near)}?" if near else ""
         known = ", ".join(names[:12]) + (f" and {len(names) - 12} more" if len(names) > 12 else "") or "none"
         raise LocateError(f"no function, method or class named {name!r}{guess} (found: {known})")
     if len(matches) > 1:
-        where = ", ".join(f"{d.name} at line {d.line}" for d in matches)
+        path_of = {id(d): path for d, path in named}
+        where = ", ".join(f"{path_of[id(d)]} at line {d.line}" for d in matches)
         # Overloads share their whole name: only a line tells them apart.
         how = (
             f"overloads: pick one with --line, e.g. --line {matches[-1].line}"
-            if len({d.name for d in matches}) == 1
-            else "use --line, or Class.method"
+            if len({path_of[id(d)] for d in matches}) == 1
+            else "use --line, or the name with its class or function (Class.method, outer.inner)"
         )
         raise LocateError(f"{len(matches)} definitions match {name!r} ({where}): {how}")
     return matches[0]

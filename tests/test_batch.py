@@ -75,6 +75,9 @@ def test_select_functions_only_and_never_overlapping():
     # In a language's own notation for members, as `--function` takes them.
     assert [d.name for d in select_functions(definitions(source, spec), ["A::g"])] == ["A.g"]
     assert [d.name for d in select_functions(definitions(source, spec), "A#*")] == ["A.f", "A.g"]
+    # A nested function also by the names of the functions around it, as `--function` takes it.
+    assert [d.name for d in select_functions(definitions(source, spec), "A.f.inner")] == ["A.inner"]
+    assert [d.name for d in select_functions(definitions(source, spec), "A.f.*")] == ["A.inner"]
 
 
 def copy_tree(tmp_path):

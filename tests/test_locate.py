@@ -15,6 +15,7 @@ from editspec.locate import (
     import_insertion,
     language_for,
     leading_imports,
+    nested_names,
     new_imports,
     offset_of_line,
     outside_code,
@@ -364,6 +365,55 @@ def test_a_place_outside_every_definition_names_the_nearest():
         find_at(defs, len(data))
     with pytest.raises(LocateError, match="there; the file has none$"):
         find_at([], 0)
+
+
+NESTED = b"""def outer(x):
+    def helper(y):
+        return y + 1
+    return helper(x)
+
+
+def other(x):
+    def helper(y):
+        return y * 2
+
+    class Local:
+        def m(self):
+            return 3
+
+    return helper(x)
+
+
+class K:
+    def m(self):
+        def helper():
+            return 1
+        return helper()
+"""
+
+
+def test_a_nested_function_is_named_with_the_functions_around_it():
+    """Only classes qualify a definition's name (`helper`, `Local.m`, `K.helper`); `--function` also takes the
+    functions around it, which tell two nested functions of one name apart, and the errors name them so."""
+    defs = definitions(NESTED, language_for("x.py"))
+    assert [d.name for d in defs] == ["outer", "helper", "other", "helper", "Local", "Local.m", "K", "K.m", "K.helper"]
+    assert nested_names(defs) == [
+        *("outer", "outer.helper", "other", "other.helper", "other.Local", "other.Local.m"),
+        *("K", "K.m", "K.m.helper"),
+    ]
+    assert find_by_name(defs, "outer.helper").line == 2
+    assert find_by_name(defs, "other.helper").line == 8
+    assert find_by_name(defs, "K.m.helper").line == 20
+    assert find_by_name(defs, "m.helper").line == 20
+    assert find_by_name(defs, "other.Local.m").line == 12
+    assert find_by_name(defs, "K.m").line == 19  # its own name first: not other.Local.m
+    with pytest.raises(
+        LocateError,
+        match=r"2 definitions match 'helper' \(outer.helper at line 2, other.helper at line 8\): use --line, or ",
+    ):
+        find_by_name(defs, "helper")
+    with pytest.raises(LocateError, match="did you mean outer.helper or other.helper"):
+        find_by_name(defs, "outr.helper")
 
 
 def test_helpful_errors():
