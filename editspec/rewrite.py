@@ -406,13 +406,20 @@ STRING_OPENER = re.compile(r'string_start|heredoc_start|heredoc_body|"""|\'\'\'|
 
 
 def open_string_row(code: str, spec: LanguageSpec) -> int | None:
-    """The line (0-based) where a string that `code` leaves open begins, if any, before its last line: the lines
-    after it may be the string's own text, which the parse of a partial answer cannot tell (it reads them as
-    code in an error). An opener the parser could not place in a string of its own marks it."""
+    """The line (0-based) where a string or block comment that `code` leaves open begins, if any, before its last
+    line: the lines after it may be the string's own text, which the parse of a partial answer cannot tell (it
+    reads them as code in an error). An opener the parser could not place in a string of its own marks it, or a
+    `/*` it could not read as a comment (it reads a `/` and a `*`)."""
+    data = code.encode("utf-8")
     rows = [
         node.start_point[0]
-        for node in _leaves(parse(code.encode("utf-8"), spec).root_node)
-        if node.parent is not None and node.parent.type == "ERROR" and STRING_OPENER.fullmatch(node.type)
+        for node in _leaves(parse(data, spec).root_node)
+        if node.parent is not None
+        and node.parent.type == "ERROR"
+        and (
+            STRING_OPENER.fullmatch(node.type)
+            or (data[node.start_byte : node.start_byte + 2] == b"/*" and "comment" not in node.type)
+        )
     ]
     last = code.count("\n") - (1 if code.endswith("\n") else 0)
     return min((r for r in rows if r < last), default=None)

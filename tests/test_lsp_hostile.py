@@ -701,6 +701,24 @@ def test_a_docstring_streams_into_a_tab_indented_file_only_once_closed(make_clie
     only_lines_of(states, text, final)
 
 
+def test_a_block_comment_streams_into_a_tab_indented_file_only_once_closed(make_client):
+    """A block comment's lines are aligned to its opening, kept as written; before `*/` they cannot be told from
+    code, which goes into tabs."""
+    client = make_client(delay=0.002)
+    client.initialize()
+    uri = "file:///work/tabs.c"
+    text = "int f(void) {\n\treturn 1;\n}\n"
+    client.editor.open(uri, text, language="c")
+    states = streamed_states(client, uri)
+    answer = "int f(void) {\n    /* a\n     * b\n     * c */\n    if (g())\n        return 3;\n    return 2;\n}"
+    result = rewrite_result(client, client.rewrite(uri, 0, 5, scripted((text.rstrip("\n"), answer))))
+    assert result["applied"] is True, result
+    final = "int f(void) {\n\t/* a\n     * b\n     * c */\n\tif (g())\n\t\treturn 3;\n\treturn 2;\n}\n"
+    assert client.editor.text(uri) == final
+    assert len(states) > 2
+    only_lines_of(states, text, final)
+
+
 @pytest.mark.parametrize(
     ("name", "code", "row"),
     [
@@ -719,6 +737,14 @@ def test_a_docstring_streams_into_a_tab_indented_file_only_once_closed(make_clie
         ("x.cpp", 'int f() {\n    auto s = R"(a\nb\n', 1),
         ("x.sh", "f() {\n  cat <<EOF\nhi\n", 1),
         ("x.rs", 'fn f() -> i32 {\n    let s = "a\nb\n', 1),
+        # A block comment's lines are aligned to its opening, not indented: the same.
+        ("x.c", "int f() {\n    /* a\n     * b\n", 1),
+        ("x.c", "int f() {\n    /* a */\n    x = 1;\n", None),
+        ("x.js", "function f() {\n  /* a\n   * b\n", 1),
+        ("x.go", "func f() int {\n\t/* a\n\t * b\n", 1),
+        ("x.java", "int f() {\n    /* a\n     * b\n", 1),
+        ("x.rs", "fn f() {\n    /* a\n     * b\n", 1),
+        ("x.c", "int f() {\n    x = a / *p;\n    y = 1;\n", None),
     ],
 )
 def test_open_string_row(name, code, row):
