@@ -757,6 +757,11 @@ def find_at(defs: list[Definition], offset: int, end: int | None = None) -> Defi
     end = offset if end is None else end
     inside = [d for d in defs if d.start <= offset < d.end and end <= d.end]
     if not inside:
+        crossed = [d for d in defs if d.start < end and offset < d.end]  # a range over parts of several
+        if crossed and end > offset:
+            outermost = [d for d in crossed if not any(part_of(d, o) for o in crossed if o is not d)]
+            names = ", ".join(d.name for d in outermost[:6]) + (" and more" if len(outermost) > 6 else "")
+            raise LocateError(f"no function, method or class holds the whole range: it crosses {names}")
         raise LocateError("no function, method or class there" + _nearest(defs, offset, end))
 
     def outside(d: Definition) -> bool:

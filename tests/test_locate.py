@@ -365,6 +365,12 @@ def test_a_place_outside_every_definition_names_the_nearest():
         find_at(defs, len(data))
     with pytest.raises(LocateError, match="there; the file has none$"):
         find_at([], 0)
+    # A range over parts of several: the outermost of those it crosses, not the nearest.
+    circle = data.index(b"class Circle")
+    with pytest.raises(LocateError, match="holds the whole range: it crosses Rect, Circle, total_area$"):
+        find_at(defs, circle - 20, data.index(b"def total_area") + 10)
+    with pytest.raises(LocateError, match="it crosses Circle, total_area$"):
+        find_at(defs, circle, len(data))
 
 
 NESTED = b"""def outer(x):
