@@ -276,3 +276,49 @@ def calls_brought_in(old_text: str, new_text: str) -> list[Mismatch]:
         return []
     before = {m.key() for m in mismatches(old_text) or []}
     return sorted((m for m in after if m.key() not in before), key=lambda m: m.line)
+
+
+def _region_function(region: str) -> Function | None:
+    """The function a definition's region (whole lines, decorators included, indented as in the file) holds."""
+    try:
+        tree = ast.parse("if 1:\n" + region if region[:1].isspace() else region)
+    except (SyntaxError, ValueError):
+        return None
+    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.If) else tree.body
+    return next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+
+
+def parameter_changes(old_region: str, new_region: str, in_class: bool) -> list[str]:
+    """How a rewrite changed a Python function's parameters in ways its callers can feel, in any file: a
+    parameter renamed (a call passing it by name breaks), dropped, newly required (every call that does not
+    pass it breaks), or positional ones reordered (calls passing them in order get them mixed up, silently).
+    Types, defaults of optional ones and `*args`/`**kwargs` are not judged. In a class, the first parameter of a
+    method that is not static is the method's own (`self`, `cls`)."""
+    old, new = _region_function(old_region), _region_function(new_region)
+    if old is None or new is None:
+        return []
+
+    def params(fn: Function) -> tuple[list[str], set[str], set[str]]:
+        a = fn.args
+        positional = [p.arg for p in [*a.posonlyargs, *a.args]]
+        required = set(positional[: len(positional) - len(a.defaults)])
+        required |= {k.arg for k, d in zip(a.kwonlyargs, a.kw_defaults, strict=True) if d is None}
+        static = any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
+        if in_class and not static and positional:
+            required.discard(positional[0])
+            positional = positional[1:]
+        return positional, {*positional, *(k.arg for k in a.kwonlyargs)}, required
+
+    old_pos, old_names, _ = params(old)
+    new_pos, new_names, new_required = params(new)
+    renamed = {
+        o: n for o, n in zip(old_pos, new_pos, strict=False) if o != n and o not in new_names and n not in old_names
+    }
+    changes = [f"renames `{o}` to `{n}`" for o, n in renamed.items()]
+    if new.args.kwarg is None:
+        changes += [f"drops `{o}`" for o in sorted(old_names - new_names) if o not in renamed]
+    changes += [f"adds required `{n}`" for n in sorted(new_required - old_names) if n not in renamed.values()]
+    kept = [p for p in old_pos if p in new_pos]
+    if kept != [p for p in new_pos if p in old_pos]:
+        changes.append("reorders " + ", ".join(f"`{p}`" for p in kept))
+    return changes

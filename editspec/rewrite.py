@@ -535,6 +535,7 @@ class RewriteResult:
     undefined_names: list[str] = field(default_factory=list)  # Python: names it reads that nothing defines
     early_names: list[str] = field(default_factory=list)  # Python: names its signatures read before they are bound
     bad_calls: list[str] = field(default_factory=list)  # Python: calls of the file's own functions they cannot take
+    parameter_changes: list[str] = field(default_factory=list)  # Python: how its callers' calls stop fitting
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
@@ -610,10 +611,32 @@ class RewriteResult:
             f"take ({listed}): check the calls before running it"
         )
 
+    def parameters_note(self) -> str | None:
+        """What to tell the user of a rewrite that changed its function's parameters: its callers, in this file or
+        others, may no longer fit (the model often renames parameters when asked to rename variables)."""
+        if not self.parameter_changes:
+            return None
+        kinds = {change.split()[0] for change in self.parameter_changes}
+        calls = [
+            why
+            for kind, why in (
+                ("renames", "pass a renamed one by its old name"),
+                ("drops", "pass a dropped one"),
+                ("adds", "do not pass a new required one"),
+                ("reorders", "pass them in the old order"),
+            )
+            if kind in kinds
+        ]
+        return (
+            f"the new {self.target.name} {', '.join(self.parameter_changes)}: calls to it that {' or '.join(calls)} "
+            "no longer fit; check its callers, here and in other files"
+        )
+
     def warnings(self) -> list[str]:
         """The notes on code that parses but will fail when it runs (names nothing defines, calls that do not
-        fit), as the CLI, batch mode and the language server show them."""
-        return [note for note in (self.undefined_note(), self.early_note(), self.calls_note()) if note]
+        fit, parameters its callers may rely on), as the CLI, batch mode and the language server show them."""
+        notes = (self.undefined_note(), self.early_note(), self.calls_note(), self.parameters_note())
+        return [note for note in notes if note]
 
     def unchanged_note(self) -> str | None:
         """What to tell the user of an answer that is the code as it was, even after any second look."""
@@ -662,6 +685,7 @@ class RewriteResult:
             "undefined_names": self.undefined_names,
             "early_names": self.early_names,
             "bad_calls": self.bad_calls,
+            "parameter_changes": self.parameter_changes,
             "imports": self.imports,
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
@@ -894,6 +918,11 @@ class Rewriter:
             if spec.name == "python" and not errors
             else []
         )
+        parameter_changes = (
+            calls.parameter_changes(job.region, new_region, in_class=bool(target.containers))
+            if spec.name == "python" and not errors and target.kind not in CLASS_LIKE
+            else []
+        )
         return RewriteResult(
             source=job.source,
             language=spec.name,
@@ -921,6 +950,7 @@ class Rewriter:
             undefined_names=undefined,
             early_names=early,
             bad_calls=bad_calls,
+            parameter_changes=parameter_changes,
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
         )
 

@@ -492,6 +492,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "undefined_names": result.undefined_names,
             "early_names": result.early_names,
             "bad_calls": result.bad_calls,
+            "parameter_changes": result.parameter_changes,
             "stats": s.summary(),
         }
     except EditorSilent as e:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from editspec.calls import calls_brought_in, mismatches
+import pytest
+
+from editspec.calls import calls_brought_in, mismatches, parameter_changes
 
 FILE = (
     "def area(w, h, *, unit='m'):\n"
@@ -101,3 +103,46 @@ def test_what_cannot_be_told_is_not_judged():
     )
     assert texts(class_level) == []
     assert mismatches("def f(:\n") is None
+
+
+@pytest.mark.parametrize(
+    ("old", "new", "in_class", "changes"),
+    [
+        # What a call passes: names, required ones, the order.
+        ("def f(names, pat):\n    pass\n", "def f(names, pattern):\n    pass\n", False, ["renames `pat` to `pattern`"]),
+        ("def f(a, b):\n    pass\n", "def f(b, a):\n    pass\n", False, ["reorders `a`, `b`"]),
+        ("def f(a, b):\n    pass\n", "def f(a):\n    pass\n", False, ["drops `b`"]),
+        ("def f(a, b):\n    pass\n", "def f(a, b, c):\n    pass\n", False, ["adds required `c`"]),
+        ("def f(a):\n    pass\n", "def f(a, *, strict):\n    pass\n", False, ["adds required `strict`"]),
+        # What no call can feel: types, formatting, a new optional one, a required one made optional.
+        ("def f(a, b=1):\n    pass\n", "def f(a: int, b: int = 2) -> None:\n    pass\n", False, []),
+        ("def f(\n    a,\n    b,\n):\n    pass\n", "def f(a, b):\n    pass\n", False, []),
+        ("def f(a, b):\n    pass\n", "def f(a, b, c=None):\n    pass\n", False, []),
+        ("def f(a, b):\n    pass\n", "def f(a, b=0):\n    pass\n", False, []),
+        ("def f(a, b):\n    pass\n", "def f(a, **kw):\n    pass\n", False, []),  # `b` still taken
+        # A method's own first parameter is not its callers'; a static method's is.
+        ("    def m(self, x):\n        pass\n", "    def m(this, x):\n        pass\n", True, []),
+        (
+            "    @classmethod\n    def m(cls, x):\n        pass\n",
+            "    @classmethod\n    def m(cls, x, y):\n        pass\n",
+            True,
+            ["adds required `y`"],
+        ),
+        (
+            "    @staticmethod\n    def m(x):\n        pass\n",
+            "    @staticmethod\n    def m(y):\n        pass\n",
+            True,
+            ["renames `x` to `y`"],
+        ),
+        # A method's string lines further left than its body; an answer that does not parse: nothing said.
+        (
+            '    def m(self, x):\n        s = """\nx\n"""\n',
+            '    def m(self, y):\n        s = """\nx\n"""\n',
+            True,
+            ["renames `x` to `y`"],
+        ),
+        ("def f(a):\n    pass\n", "def f(a:\n    pass\n", False, []),
+    ],
+)
+def test_parameter_changes_its_callers_can_feel(old, new, in_class, changes):
+    assert parameter_changes(old, new, in_class) == changes

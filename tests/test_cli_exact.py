@@ -639,10 +639,18 @@ def test_a_rewrite_whose_new_signature_the_file_s_calls_do_not_fit_is_written_wi
         "note: after this rewrite of total, the file calls its own functions with arguments they do not take "
         "(line 16: total(...) gets no `start`)" in " ".join(result.stderr.split())
     )
+    # and callers in other files, which no check can see, may be short too
+    assert (
+        "note: the new total adds required `start`: calls to it that do not pass a new required one no longer fit; "
+        "check its callers, here and in other files" in " ".join(result.stderr.split())
+    )
     defaulted = scripted(("def total(xs, start):", "def total(xs, start=0):"))
     as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", defaulted, "--json"])
     assert as_json.exit_code == 0, as_json.output
-    assert json.loads(as_json.stdout)["bad_calls"] == []
+    assert json.loads(as_json.stdout)["bad_calls"] == [] and json.loads(as_json.stdout)["parameter_changes"] == []
+    renamed = scripted(("def total(xs, start):", "def total(values, start):"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", renamed, "--json"])
+    assert json.loads(as_json.stdout)["parameter_changes"] == ["renames `xs` to `values`"]
 
 
 def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two):

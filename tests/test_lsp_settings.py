@@ -122,6 +122,7 @@ def test_a_rewrite_whose_calls_no_longer_fit_is_applied_with_a_warning(make_clie
     c.editor.open(OTHER, HEAD + TOTAL + "\n\nprint(total([1]))\n")
     result = rewrite(c, scripted(("def total(values):", "def total(values, start):")), uri=OTHER)
     assert result["applied"] is True and result["bad_calls"] == ["line 12: total(...) gets no `start`"]
+    assert result["parameter_changes"] == ["adds required `start`"]
     shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
     assert shown["params"]["type"] == 2 and "calls its own functions" in shown["params"]["message"]
     assert rewrite(c, scripted(("values, start", "values, start=0")), uri=OTHER)["bad_calls"] == []
