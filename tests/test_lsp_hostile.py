@@ -639,22 +639,26 @@ def test_a_rewrite_streams_into_a_file_of_another_language(client, name, header,
     assert client.editor.text(uri) == text.replace(old, new, 1)
 
 
-def streamed_states(c: RawClient, uri: str) -> list[str]:
-    """Every text the document has after one of the server's edits, in order."""
+def streams_as(make_client, uri: str, text: str, old: str, new: str, final: str, line: int, **kw) -> None:
+    """The scripted rewrite of `old` into `new` at `line` streams into `text` in several edits and leaves `final`;
+    every line the document shows meanwhile is one of `text` or of `final`: nothing the result does not have, not
+    even for a moment."""
+    client = make_client(delay=0.002)
+    client.initialize()
+    client.editor.open(uri, text, language=kw.get("language", "python"))
     states: list[str] = []
 
     def record(params):
-        reply = c.editor.apply_normally(params)
-        states.append(c.editor.text(uri))
+        reply = client.editor.apply_normally(params)
+        states.append(client.editor.text(uri))
         return reply
 
-    c.editor.hook = record
-    return states
-
-
-def only_lines_of(states: list[str], *texts: str) -> None:
-    """Every line the document showed while streaming is a line of one of `texts` (the original, the final)."""
-    known = {line for text in texts for line in text.splitlines()}
+    client.editor.hook = record
+    result = rewrite_result(client, client.rewrite(uri, line, kw.get("character", 2), scripted((old, new))))
+    assert result["applied"] is True, result
+    assert client.editor.text(uri) == final
+    assert len(states) >= kw.get("edits", 3)
+    known = set(text.splitlines()) | set(final.splitlines())
     for state in states:
         assert set(state.splitlines()) <= known, state
 
@@ -662,61 +666,33 @@ def only_lines_of(states: list[str], *texts: str) -> None:
 def test_an_answer_in_spaces_streams_into_a_tab_indented_file_in_tabs(make_client):
     """As `rewrite --apply` writes it (tests/test_cli_exact.py): the coder writes four spaces a level whatever it
     is shown; the streamed lines follow the file's tabs from the first one."""
-    client = make_client(delay=0.002)
-    client.initialize()
-    uri = "file:///work/tabs.py"
     text = "class A:\n\tdef f(self, xs):\n\t\treturn sum(xs)\n"
-    client.editor.open(uri, text)
-    states = streamed_states(client, uri)
     answer = "def f(self, xs):\n    if not xs:\n        return 0\n    for x in xs:\n        if x < 0:\n"
     answer += "            raise ValueError(x)\n    return sum(xs)"
-    result = rewrite_result(client, client.rewrite(uri, 1, 2, scripted(("def f(self, xs):\n\treturn sum(xs)", answer))))
-    assert result["applied"] is True, result
     final = "class A:\n\tdef f(self, xs):\n\t\tif not xs:\n\t\t\treturn 0\n\t\tfor x in xs:\n\t\t\tif x < 0:\n"
     final += "\t\t\t\traise ValueError(x)\n\t\treturn sum(xs)\n"
-    assert client.editor.text(uri) == final
-    assert len(states) > 2  # streamed in several edits
-    only_lines_of(states, text, final)
+    streams_as(make_client, "file:///work/tabs.py", text, "def f(self, xs):\n\treturn sum(xs)", answer, final, 1)
 
 
 def test_a_docstring_streams_into_a_tab_indented_file_only_once_closed(make_client):
     """The lines after a docstring's opening quotes may be its own text (kept as written) or code (in tabs): the
-    parse of a partial answer cannot tell, so they wait for the closing quotes, and no line the document shows is
-    one the result does not have."""
-    client = make_client(delay=0.002)
-    client.initialize()
-    uri = "file:///work/tabs.py"
+    parse of a partial answer cannot tell, so they wait for the closing quotes."""
     text = 'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t\t"""\n\t\treturn sum(xs)\n'
-    client.editor.open(uri, text)
-    states = streamed_states(client, uri)
     shown = 'def f(self, xs):\n\t"""Sum.\n\t"""\n\treturn sum(xs)'
     answer = 'def f(self, xs):\n    """Sum.\n  two spaces: the docstring\'s own\n    more of it\n    """\n'
     answer += "    if not xs:\n        return 0\n    return sum(xs)"
-    result = rewrite_result(client, client.rewrite(uri, 1, 2, scripted((shown, answer))))
-    assert result["applied"] is True, result
     final = 'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t  two spaces: the docstring\'s own\n\t    more of it\n'
     final += '\t    """\n\t\tif not xs:\n\t\t\treturn 0\n\t\treturn sum(xs)\n'
-    assert client.editor.text(uri) == final
-    assert len(states) > 2
-    only_lines_of(states, text, final)
+    streams_as(make_client, "file:///work/tabs.py", text, shown, answer, final, 1)
 
 
 def test_a_block_comment_streams_into_a_tab_indented_file_only_once_closed(make_client):
     """A block comment's lines are aligned to its opening, kept as written; before `*/` they cannot be told from
     code, which goes into tabs."""
-    client = make_client(delay=0.002)
-    client.initialize()
-    uri = "file:///work/tabs.c"
     text = "int f(void) {\n\treturn 1;\n}\n"
-    client.editor.open(uri, text, language="c")
-    states = streamed_states(client, uri)
     answer = "int f(void) {\n    /* a\n     * b\n     * c */\n    if (g())\n        return 3;\n    return 2;\n}"
-    result = rewrite_result(client, client.rewrite(uri, 0, 5, scripted((text.rstrip("\n"), answer))))
-    assert result["applied"] is True, result
     final = "int f(void) {\n\t/* a\n     * b\n     * c */\n\tif (g())\n\t\treturn 3;\n\treturn 2;\n}\n"
-    assert client.editor.text(uri) == final
-    assert len(states) > 2
-    only_lines_of(states, text, final)
+    streams_as(make_client, "file:///work/tabs.c", text, text.rstrip("\n"), answer, final, 0, character=5, language="c")
 
 
 @pytest.mark.parametrize(
@@ -758,17 +734,11 @@ def test_an_answer_from_column_0_streams_in_at_the_header_s_indentation(make_cli
     """A member whose header is in spaces and body in tabs is shown with its header indented; an answer the model
     wrote from column 0 goes into the document at the header's column, from its first streamed line, a template
     literal's line as written."""
-    client = make_client(delay=0.002)
-    client.initialize()
-    uri = "file:///work/cart.js"
     text = "class Cart {\n  add(item) {\n\tthis.items.push(item);\n  }\n\n"
     text += "  total() {\n\tlet sum = 0;\n\treturn sum;\n  }\n}\n"
-    client.editor.open(uri, text, language="javascript")
-    states = streamed_states(client, uri)
     body = "  total() {\n\tlet sum = 0;\n\treturn sum;\n  }"
-    result = rewrite_result(client, client.rewrite(uri, 5, 3, scripted((body, "total() {\n  return `a\nb`;\n}"))))
-    assert result["applied"] is True, result
     final = text.replace(body, "  total() {\n    return `a\nb`;\n  }")
-    assert client.editor.text(uri) == final
-    assert len(states) >= 2
-    only_lines_of(states, text, final)
+    answer = "total() {\n  return `a\nb`;\n}"
+    streams_as(
+        make_client, "file:///work/cart.js", text, body, answer, final, 5, character=3, language="javascript", edits=2
+    )
