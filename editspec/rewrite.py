@@ -92,8 +92,8 @@ class SourceFile:
         file may mix them); a new line takes the ending of the lines it replaces, else of the line before it."""
         if not self.crlf:
             return text.encode("utf-8")
-        old = _lines_at_lf(self.raw.decode("utf-8"))
-        new = _lines_at_lf(text)
+        old = lf_lines(self.raw.decode("utf-8"))
+        new = lf_lines(text)
         bare = [line.replace("\r\n", "\n") for line in old]
         out: list[str] = []
         matcher = difflib.SequenceMatcher(a=bare, b=new, autojunk=False)
@@ -120,7 +120,10 @@ class SourceFile:
         return hashlib.sha256(self.raw).hexdigest()
 
 
-def _lines_at_lf(text: str) -> list[str]:
+def lf_lines(text: str) -> list[str]:
+    """`text`'s lines with their line breaks, broken at "\n" alone. Not `str.splitlines`, which also breaks at form
+    feed, `\\v`, `\\x1c`-`\\x1e`, `\\x85`, `\\u2028` and `\\u2029`: inside a line they are its text (a string's
+    data), and indenting after one would change it."""
     lines = text.split("\n")
     return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
@@ -197,7 +200,7 @@ def unified_diff(old: str, new: str, path: Path | str | None) -> str:
     after a file name with a space in it (as git writes it, for patch)."""
     name = patch_path(path)
     tab = "\t" if " " in name else ""
-    lines = difflib.unified_diff(_lines_at_lf(old), _lines_at_lf(new), f"a/{name}{tab}", f"b/{name}{tab}")
+    lines = difflib.unified_diff(lf_lines(old), lf_lines(new), f"a/{name}{tab}", f"b/{name}{tab}")
     return "".join(line if line.endswith("\n") else line + "\n\\ No newline at end of file\n" for line in lines)
 
 
@@ -244,12 +247,8 @@ def dedent(text: str, indent: str) -> str:
     """`text` without `indent` at its lines' starts; a blank line keeps only its line break (`line.lstrip()` took
     that too, until the twenty-sixth session: a method's blank lines were gone from the code the model saw)."""
     return "".join(
-        line[len(indent) :]
-        if line.startswith(indent)
-        else line[len(line.splitlines()[0]) :]
-        if not line.strip()
-        else line
-        for line in text.splitlines(keepends=True)
+        line[len(indent) :] if line.startswith(indent) else line.lstrip(" \t") if not line.strip() else line
+        for line in lf_lines(text)
     )
 
 
@@ -267,7 +266,7 @@ CLASS_NAME = re.compile(r"\s*class\s+(\w+)")
 def unwrap_enclosing_class(answer: str, headers: list[str]) -> str:
     """A method is shown inside its class header, and the answer usually keeps it there. Rewriting a method
     means the method: take it back out (and its indentation with it). Works on a partial answer too."""
-    lines = answer.splitlines(keepends=True)
+    lines = lf_lines(answer)
     first = next((i for i, line in enumerate(lines) if line.strip()), None)
     if first is None or not headers or not _same_class(lines[first], headers[-1]):
         return answer
@@ -373,7 +372,7 @@ def settled_extra_definition(partial: str, spec: LanguageSpec, target: Definitio
 
 
 def indent_lines(text: str, indent: str) -> str:
-    return "".join(indent + line if line.strip() else line for line in text.splitlines(keepends=True))
+    return "".join(indent + line if line.strip() else line for line in lf_lines(text))
 
 
 # Node types of string literals, in every supported grammar: a line that begins inside one (a docstring's, a template
@@ -445,13 +444,13 @@ def restore_header_indent(shown: str, code: str, spec: LanguageSpec) -> str:
     0 landed there in the file, a method at the class's column. Such an answer gets the shown header's indentation
     on every line that does not begin inside a string (there the whitespace is the string's own), when that
     indentation and the answer's are all spaces or all tabs."""
-    header = next((line for line in shown.splitlines() if line.strip()), "")
-    first = next((line for line in code.splitlines() if line.strip()), "")
+    header = next((line for line in shown.split("\n") if line.strip()), "")
+    first = next((line for line in code.split("\n") if line.strip()), "")
     want = _leading(header)
     if not want or not first or first[0] in " \t":
         return code
     inside = lines_inside_strings(code, spec)
-    lines = code.splitlines(keepends=True)
+    lines = lf_lines(code)
     shifted = [i for i, line in enumerate(lines) if line.strip() and i not in inside]
     if len(set(want + "".join(_leading(lines[i]) for i in shifted))) > 1:
         return code  # tabs and spaces: a prefix of either moves the other's tab stops, and a block could change
@@ -473,11 +472,11 @@ def follow_tabs(shown: str, code: str, spec: LanguageSpec) -> str:
     keeps its way) and the answer in spaces alone: where it copied some lines with their tabs and wrote others
     in spaces, which spaces match which tabs is a guess that, wrong, would nest a Python line in another block."""
     skip = lines_inside_strings(shown, spec, STRING_OR_COMMENT)
-    shown_indents = [_leading(line) for i, line in enumerate(shown.splitlines()) if line.strip() and i not in skip]
+    shown_indents = [_leading(line) for i, line in enumerate(shown.split("\n")) if line.strip() and i not in skip]
     if not any(shown_indents) or any(ws.strip("\t") for ws in shown_indents):  # none, or some not in tabs alone
         return code
     skip = lines_inside_strings(code, spec, STRING_OR_COMMENT)
-    lines = code.splitlines(keepends=True)
+    lines = lf_lines(code)
     indents = {i: _leading(line) for i, line in enumerate(lines) if line.strip() and i not in skip}
     if any("\t" in ws for ws in indents.values()):
         return code  # some lines in tabs, some in spaces: how many spaces make the model's level is a guess
@@ -772,7 +771,7 @@ class Rewriter:
         data = source.text.encode("utf-8")
         tree = tree or parse(data, spec)
         region = data[target.start : target.end].decode("utf-8")
-        indent = common_indent(region.splitlines())
+        indent = common_indent(region.split("\n"))
         defs = definitions(data, spec, tree) if defs is None else defs
         context = self._context(data, spec, target, defs, tree)
         scope = target.containers[-1] if target.containers else ""
@@ -1157,7 +1156,7 @@ def moved(target: Definition, result: RewriteResult) -> Definition:
 
 
 def answer_code(result: RewriteResult) -> str:
-    return dedent(result.new_region, common_indent(result.new_region.splitlines()))
+    return dedent(result.new_region, common_indent(result.new_region.split("\n")))
 
 
 @dataclass

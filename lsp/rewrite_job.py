@@ -29,6 +29,7 @@ from editspec.rewrite import (
     dedent,
     indent_lines,
     indented_as_shown,
+    lf_lines,
     open_string_row,
 )
 
@@ -249,7 +250,7 @@ class RewriteJob:
         if indented != complete:
             row = open_string_row(complete, self.spec)
             if row is not None:
-                complete = "".join(complete.splitlines(keepends=True)[: row + 1])
+                complete = "".join(lf_lines(complete)[: row + 1])
                 indented = indented_as_shown(self.shown, complete, self.spec)
         if not complete:
             return None

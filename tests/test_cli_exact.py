@@ -945,6 +945,21 @@ def test_an_answer_from_column_0_keeps_the_header_s_indentation_where_the_region
     assert path.read_text() == MIXED_JS.replace(body, "  total() {\n    return `a\nb`;\n  }")
 
 
+def test_characters_python_alone_breaks_lines_at_stay_inside_their_line(tmp_path, scripted_model):
+    """A form feed, `\\x1c` or `\\u2028` inside a method's string is its data, not a line break: the method's lines
+    were split at them (`str.splitlines`), so they seemed to share no indentation, the header showed indented, and
+    the coder's answer from column 0 got the header's indentation after each of them too: `'a\\x0c    b'`."""
+    path = tmp_path / "odd.py"
+    odd = "'a\x0cb\x1cc\u2028d'"
+    text = f"class A:\n    def f(self):\n        s = {odd}\n        return s\n"
+    path.write_text(text)
+    # (the code as it was shown before, answered from column 0; the code as it is shown now)
+    was = (f"    def f(self):\n        s = {odd}\n        return s", f"def f(self):\n    s = {odd}\n    return s + s")
+    result = run(str(path), "-f", "A.f", "-i", scripted(("\n    return s", "\n    return s + s"), was), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace("return s", "return s + s")
+
+
 @pytest.mark.parametrize(
     ("name", "shown", "code", "expected"),
     [

@@ -658,9 +658,9 @@ def streams_as(make_client, uri: str, text: str, old: str, new: str, final: str,
     assert result["applied"] is True, result
     assert client.editor.text(uri) == final
     assert len(states) >= kw.get("edits", 3)
-    known = set(text.splitlines()) | set(final.splitlines())
+    known = set(text.split("\n")) | set(final.split("\n"))
     for state in states:
-        assert set(state.splitlines()) <= known, state
+        assert set(state.split("\n")) <= known, state
 
 
 def test_an_answer_in_spaces_streams_into_a_tab_indented_file_in_tabs(make_client):
@@ -672,6 +672,16 @@ def test_an_answer_in_spaces_streams_into_a_tab_indented_file_in_tabs(make_clien
     final = "class A:\n\tdef f(self, xs):\n\t\tif not xs:\n\t\t\treturn 0\n\t\tfor x in xs:\n\t\t\tif x < 0:\n"
     final += "\t\t\t\traise ValueError(x)\n\t\treturn sum(xs)\n"
     streams_as(make_client, "file:///work/tabs.py", text, "def f(self, xs):\n\treturn sum(xs)", answer, final, 1)
+
+
+@pytest.mark.parametrize("brk", ODD_BREAKS)
+def test_a_method_whose_string_holds_a_character_python_breaks_lines_at_streams_as_written(make_client, brk):
+    """Inside a string such a character is data: the method's lines are indented as a whole, and no line streams
+    with the method's indentation put after it (tests/test_cli_exact.py)."""
+    text = f"class A:\n    def f(self):\n        s = 'a{brk}b'\n        return s\n"
+    final = text.replace("return s", "if not s:\n            return ''\n        return s + s")
+    new = "\n    if not s:\n        return ''\n    return s + s"
+    streams_as(make_client, "file:///work/odd.py", text, "\n    return s", new, final, 1)
 
 
 def test_a_docstring_streams_into_a_tab_indented_file_only_once_closed(make_client):
