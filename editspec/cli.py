@@ -713,7 +713,8 @@ def print_quality(result: dict, methods) -> None:
                 f"{labels[m]}: {s[m]['second_looks']} answers from a second look ({s[m]['second_look_passes']} "
                 f"pass), {s[m]['written_back']} the code written back unchanged, {s[m]['undefined_names']} reading a "
                 f"name nothing defines, {s[m]['bad_calls']} calling the file's functions with arguments they "
-                f"do not take, {s[m].get('parameter_changes', 0)} changing the parameters its callers pass"
+                f"do not take, {s[m].get('renamed', 0)} renaming the definition, {s[m].get('parameter_changes', 0)} "
+                "changing the parameters its callers pass"
             )
     if "editspec" in methods:
         for r in s["editspec"]["refusals"]:

@@ -167,6 +167,7 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path,
             undefined_names=result.undefined_names,  # names it reads that nothing defines (the rewrite's note)
             bad_calls=result.bad_calls,  # calls of the file's own functions they cannot take (the rewrite's note)
             parameter_changes=result.parameter_changes,  # how its callers' calls stop fitting (the rewrite's note)
+            renamed_to=result.renamed_to,  # the definition's new name, where it renamed it (the rewrite's note)
         )
         apply_rewrite(result)
     except ResultRefused as e:
@@ -311,6 +312,7 @@ def summarize(cases: list[dict], methods: tuple[str, ...]) -> dict:
             summary[m]["undefined_names"] = sum(1 for r in runs if r.get("undefined_names"))
             summary[m]["bad_calls"] = sum(1 for r in runs if r.get("bad_calls"))
             summary[m]["parameter_changes"] = sum(1 for r in runs if r.get("parameter_changes"))
+            summary[m]["renamed"] = sum(1 for r in runs if r.get("renamed_to"))
     if "editspec" in methods and "plain" in methods:
         differ = [c["case"] for c in cases if (c["editspec"]["status"] == "pass") != (c["plain"]["status"] == "pass")]
         summary["speculative_vs_plain_pass_differs"] = differ

@@ -295,6 +295,13 @@ def _own_index(names: list[str], target: Definition, existing: set[str]) -> int 
     return next((i for i, n in enumerate(names) if n not in existing), None)
 
 
+def renamed_to(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> str:
+    """The answer's new name for the target, where it renamed it ("" where not, or where that cannot be told)."""
+    names = [d.simple_name for d in top_level_definitions(answer.encode("utf-8"), spec)]
+    own = _own_index(names, target, existing) if names else None
+    return "" if own is None or names[own] == target.simple_name else names[own]
+
+
 def _judged(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> tuple[list[str], list[str]]:
     """(refused, helpers) among the answer's top-level definitions: see refused_definitions. Parses once."""
     if target.kind in CLASS_LIKE:
@@ -535,6 +542,7 @@ class RewriteResult:
     early_names: list[str] = field(default_factory=list)  # Python: names its signatures read before they are bound
     bad_calls: list[str] = field(default_factory=list)  # Python: calls of the file's own functions they cannot take
     parameter_changes: list[str] = field(default_factory=list)  # Python: how its callers' calls stop fitting
+    renamed_to: str = ""  # the definition's new name, where the answer renamed it
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
@@ -631,10 +639,28 @@ class RewriteResult:
             "no longer fit; check its callers, here and in other files"
         )
 
+    def rename_note(self) -> str | None:
+        """What to tell the user of a rewrite that renamed the definition: every use of the old name breaks (the
+        model renames functions it was asked to change, and editspec rewrites the definition, not its callers)."""
+        if not self.renamed_to:
+            return None
+        old = self.target.simple_name
+        return (
+            f"the rewrite renames {old} to {self.renamed_to}: every use of {old}, here and in other files, now names "
+            "nothing; rename them too, or ask again without renaming it"
+        )
+
     def warnings(self) -> list[str]:
         """The notes on code that parses but will fail when it runs (names nothing defines, calls that do not
-        fit, parameters its callers may rely on), as the CLI, batch mode and the language server show them."""
-        notes = (self.undefined_note(), self.early_note(), self.calls_note(), self.parameters_note())
+        fit, a new name, parameters its callers may rely on), as the CLI, batch mode and the language server show
+        them."""
+        notes = (
+            self.undefined_note(),
+            self.early_note(),
+            self.calls_note(),
+            self.rename_note(),
+            self.parameters_note(),
+        )
         return [note for note in notes if note]
 
     def unchanged_note(self) -> str | None:
@@ -685,6 +711,7 @@ class RewriteResult:
             "early_names": self.early_names,
             "bad_calls": self.bad_calls,
             "parameter_changes": self.parameter_changes,
+            "renamed_to": self.renamed_to or None,
             "imports": self.imports,
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
@@ -950,6 +977,7 @@ class Rewriter:
             early_names=early,
             bad_calls=bad_calls,
             parameter_changes=parameter_changes,
+            renamed_to="" if errors else renamed_to(code, spec, target, existing),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
         )
 

@@ -493,6 +493,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "early_names": result.early_names,
             "bad_calls": result.bad_calls,
             "parameter_changes": result.parameter_changes,
+            "renamed_to": result.renamed_to or None,
             "stats": s.summary(),
         }
     except EditorSilent as e:

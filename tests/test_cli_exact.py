@@ -651,6 +651,24 @@ def test_a_rewrite_whose_new_signature_the_file_s_calls_do_not_fit_is_written_wi
     renamed = scripted(("def total(xs, start):", "def total(values, start):"))
     as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", renamed, "--json"])
     assert json.loads(as_json.stdout)["parameter_changes"] == ["renames `xs` to `values`"]
+    assert json.loads(as_json.stdout)["renamed_to"] is None
+
+
+def test_a_rewrite_that_renames_the_function_is_written_with_a_note(tmp_path, scripted_model):
+    """Asked to rename variables, the coder renamed `total_area` itself: every use of the old name breaks, in this
+    file and in others, and no other check names them (they are outside the rewritten code), so the user is told."""
+    path = tmp_path / "shapes.py"
+    path.write_text(TWO)
+    renamed = scripted(("def total(xs):", "def sum_all(xs):"))
+    result = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", renamed, "--apply"])
+    assert result.exit_code == 0, result.output
+    assert "def sum_all(xs):" in path.read_text()
+    assert (
+        "note: the rewrite renames total to sum_all: every use of total, here and in other files, now names "
+        "nothing; rename them too, or ask again without renaming it" in " ".join(result.stderr.split())
+    )
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "sum_all", "-i", scripted(("xs", "ys")), "--json"])
+    assert json.loads(as_json.stdout)["renamed_to"] is None
 
 
 def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two):

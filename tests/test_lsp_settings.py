@@ -122,10 +122,14 @@ def test_a_rewrite_whose_calls_no_longer_fit_is_applied_with_a_warning(make_clie
     c.editor.open(OTHER, HEAD + TOTAL + "\n\nprint(total([1]))\n")
     result = rewrite(c, scripted(("def total(values):", "def total(values, start):")), uri=OTHER)
     assert result["applied"] is True and result["bad_calls"] == ["line 12: total(...) gets no `start`"]
-    assert result["parameter_changes"] == ["adds required `start`"]
+    assert result["parameter_changes"] == ["adds required `start`"] and result["renamed_to"] is None
     shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
     assert shown["params"]["type"] == 2 and "calls its own functions" in shown["params"]["message"]
     assert rewrite(c, scripted(("values, start", "values, start=0")), uri=OTHER)["bad_calls"] == []
+    renamed = rewrite(c, scripted(("def total(", "def sum_all(")), uri=OTHER)
+    assert renamed["applied"] is True and renamed["renamed_to"] == "sum_all"
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage" and "renames total" in m["params"]["message"])
+    assert shown["params"]["type"] == 2
 
 
 def test_a_rewrite_reading_a_name_nothing_defines_is_applied_with_a_warning(make_client):

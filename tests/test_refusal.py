@@ -7,6 +7,7 @@ from editspec.rewrite import (
     cut_copies,
     new_helpers,
     refused_definitions,
+    renamed_to,
     settled_extra_definition,
     unwrap_enclosing_class,
 )
@@ -99,3 +100,20 @@ def test_the_files_next_definitions_copied_after_the_target_are_left_out():
     only_copies = "def g(y):\n    return y\n\n\ndef k():\n"
     assert refused_definitions(only_copies, spec, target(), {"g", "k"}) == ["g", "k"]
     assert settled_extra_definition(only_copies, spec, target(), {"g", "k"}) == "g"
+
+
+@pytest.mark.parametrize(
+    "file,answer,existing,expected",
+    [
+        ("a.py", "def f(x):\n    return x\n", set(), ""),
+        ("a.py", "def calculate_f(x):\n    return x\n", {"g"}, "calculate_f"),
+        ("a.py", "def _sq(x):\n    return x\n\n\ndef f(x):\n    return _sq(x)\n", set(), ""),  # a helper beside f
+        ("a.py", "def g(x):\n    return x\n", {"g"}, ""),  # the file's g instead: refused, not a rename
+        ("a.go", "func (s *Stack) ff() int {\n\treturn 1\n}\n", set(), "ff"),
+        ("a.js", "function fTotal() {\n  return 1;\n}\n", set(), "fTotal"),
+        ("a.rs", "fn f_total() -> i32 {\n    1\n}\n", set(), "f_total"),
+        ("a.py", "x = (\n", set(), ""),  # no definition read: nothing said
+    ],
+)
+def test_a_renamed_definition_is_named(file, answer, existing, expected):
+    assert renamed_to(answer, language_for(file), target(), existing) == expected
