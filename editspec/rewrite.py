@@ -302,6 +302,19 @@ def renamed_to(answer: str, spec: LanguageSpec, target: Definition, existing: se
     return "" if own is None or names[own] == target.simple_name else names[own]
 
 
+def name_uses(name: str, data: bytes, tree, skip: tuple[int, int]) -> list[tuple[int, int]]:
+    """Where `name` stands as an identifier in the parsed `data` outside the bytes `skip`: (byte offset, line)
+    pairs, lines 1-based; comments and strings are not identifiers."""
+    want = name.encode("utf-8")
+    return [
+        (leaf.start_byte, leaf.start_point[0] + 1)
+        for leaf in _leaves(tree.root_node)
+        if data[leaf.start_byte : leaf.end_byte] == want
+        and not skip[0] <= leaf.start_byte < skip[1]
+        and ("identifier" in leaf.type or leaf.type in ("name", "constant", "word"))
+    ]
+
+
 def _judged(answer: str, spec: LanguageSpec, target: Definition, existing: set[str]) -> tuple[list[str], list[str]]:
     """(refused, helpers) among the answer's top-level definitions: see refused_definitions. Parses once."""
     if target.kind in CLASS_LIKE:
@@ -543,6 +556,7 @@ class RewriteResult:
     bad_calls: list[str] = field(default_factory=list)  # Python: calls of the file's own functions they cannot take
     parameter_changes: list[str] = field(default_factory=list)  # Python: how its callers' calls stop fitting
     renamed_to: str = ""  # the definition's new name, where the answer renamed it
+    renamed_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use the old name
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
     trace: dict = field(default_factory=dict)  # per token and per round: see editspec.trace
 
@@ -645,9 +659,17 @@ class RewriteResult:
         if not self.renamed_to:
             return None
         old = self.target.simple_name
+        lines = self.renamed_uses
+        here = (
+            f"in this file at line{'s' * (len(lines) > 1)} {', '.join(map(str, lines[:8]))}"
+            + (f" and {len(lines) - 8} more" if len(lines) > 8 else "")
+            + " and in any other file that uses it"
+            if lines
+            else "in any other file that uses it (this file has none)"
+        )
         return (
-            f"the rewrite renames {old} to {self.renamed_to}: every use of {old}, here and in other files, now names "
-            "nothing; rename them too, or ask again without renaming it"
+            f"the rewrite renames {old} to {self.renamed_to}: every use of {old} now names nothing, {here}; rename "
+            "them too, or ask again without renaming it"
         )
 
     def warnings(self) -> list[str]:
@@ -712,6 +734,7 @@ class RewriteResult:
             "bad_calls": self.bad_calls,
             "parameter_changes": self.parameter_changes,
             "renamed_to": self.renamed_to or None,
+            "renamed_uses": self.renamed_uses,
             "imports": self.imports,
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
@@ -924,6 +947,8 @@ class Rewriter:
         else:
             dropped = []
         dropped_code = "" if errors else _outside_lost(job, new_tree, new_data, new_end)
+        renamed = "" if errors else renamed_to(code, spec, target, existing)
+        uses = name_uses(target.simple_name, new_data, new_tree, (target.start, new_end)) if renamed else []
         edits = text_edits(job.region, new_region, start_char)
         imports = new_imports(imports, file_imports(job.tree, spec, outside=(target.start, target.end)), spec)
         if imports:
@@ -932,6 +957,7 @@ class Rewriter:
             new_text = new_text[:at] + block + new_text[at:]
             edits = [TextEdit(at, at, block), *edits]
             imports_at = (len(new_text[:at].encode("utf-8")), block)
+            uses = [(at_byte, line + block.count("\n") * (at_byte >= imports_at[0])) for at_byte, line in uses]
         else:
             imports_at = (0, "")
         compile_error = pysource.compile_error(new_text) if spec.name == "python" and not errors else None
@@ -977,7 +1003,8 @@ class Rewriter:
             early_names=early,
             bad_calls=bad_calls,
             parameter_changes=parameter_changes,
-            renamed_to="" if errors else renamed_to(code, spec, target, existing),
+            renamed_to=renamed,
+            renamed_uses=sorted({line for _, line in uses}),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
         )
 

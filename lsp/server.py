@@ -494,6 +494,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "bad_calls": result.bad_calls,
             "parameter_changes": result.parameter_changes,
             "renamed_to": result.renamed_to or None,
+            "renamed_uses": result.renamed_uses,
             "stats": s.summary(),
         }
     except EditorSilent as e:

@@ -664,11 +664,21 @@ def test_a_rewrite_that_renames_the_function_is_written_with_a_note(tmp_path, sc
     assert result.exit_code == 0, result.output
     assert "def sum_all(xs):" in path.read_text()
     assert (
-        "note: the rewrite renames total to sum_all: every use of total, here and in other files, now names "
-        "nothing; rename them too, or ask again without renaming it" in " ".join(result.stderr.split())
+        "note: the rewrite renames total to sum_all: every use of total now names nothing, in any other file that "
+        "uses it (this file has none); rename them too, or ask again without renaming it"
+        in " ".join(result.stderr.split())
     )
-    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "sum_all", "-i", scripted(("xs", "ys")), "--json"])
-    assert json.loads(as_json.stdout)["renamed_to"] is None
+    # Uses in the file are named by line, in the file as written (after an import the answer brought in); a
+    # comment or a string that says the name is not a use.
+    path.write_text(TWO + "\n\n# total of two\nprint(total([1, 2]), 'total')\nfirst = total\n")
+    renamed = scripted(("def total(xs):", "import os\n\n\ndef sum_all(xs):"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", renamed, "--json"])
+    found = json.loads(as_json.stdout)
+    assert found["renamed_to"] == "sum_all" and found["imports"] == ["import os"]
+    assert found["renamed_uses"] == [18, 19]  # `import os` is line 2: the file's 17 and 18 move down
+    assert "in this file at lines 18, 19 and in any other file that uses it" in " ".join(as_json.stderr.split())
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", scripted(("xs", "ys")), "--json"])
+    assert json.loads(as_json.stdout)["renamed_to"] is None and json.loads(as_json.stdout)["renamed_uses"] == []
 
 
 def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two):

@@ -127,7 +127,7 @@ def test_a_rewrite_whose_calls_no_longer_fit_is_applied_with_a_warning(make_clie
     assert shown["params"]["type"] == 2 and "calls its own functions" in shown["params"]["message"]
     assert rewrite(c, scripted(("values, start", "values, start=0")), uri=OTHER)["bad_calls"] == []
     renamed = rewrite(c, scripted(("def total(", "def sum_all(")), uri=OTHER)
-    assert renamed["applied"] is True and renamed["renamed_to"] == "sum_all"
+    assert renamed["applied"] is True and renamed["renamed_to"] == "sum_all" and renamed["renamed_uses"] == [12]
     shown = c.wait_for(lambda m: m.get("method") == "window/showMessage" and "renames total" in m["params"]["message"])
     assert shown["params"]["type"] == 2
 

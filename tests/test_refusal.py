@@ -5,6 +5,7 @@ import pytest
 from editspec.locate import Definition, language_for
 from editspec.rewrite import (
     cut_copies,
+    name_uses,
     new_helpers,
     refused_definitions,
     renamed_to,
@@ -117,3 +118,22 @@ def test_the_files_next_definitions_copied_after_the_target_are_left_out():
 )
 def test_a_renamed_definition_is_named(file, answer, existing, expected):
     assert renamed_to(answer, language_for(file), target(), existing) == expected
+
+
+@pytest.mark.parametrize(
+    "file,text,lines",
+    [
+        ("a.go", "func Sum(v []int) int {\n\treturn 0\n}\n\n// Sum them\nvar t = Sum(nil) + s.Sum()\n", [6]),
+        ("a.js", "function total() {}\nconst x = total(); // total\nobj.total();\nconst s = 'total';\n", [2, 3]),
+        ("a.sh", "deploy() {\n  :\n}\ndeploy\necho deploy\n", [4, 5]),
+    ],
+)
+def test_the_uses_of_a_renamed_definition_s_old_name_are_found_by_line(file, text, lines):
+    """Outside the definition (its first 3 lines here); not in comments or strings (a shell's `echo deploy`
+    passes the word: it may be a use, as far as the parse can tell)."""
+    from editspec.locate import parse
+
+    data = text.encode()
+    skip = (0, data.index(b"}\n") + 2)
+    found = name_uses(text.split("(")[0].split()[-1], data, parse(data, language_for(file)), skip)
+    assert sorted({line for _, line in found}) == lines
