@@ -810,7 +810,8 @@ def offset_of_line(source: bytes, line: int, column: int = 1) -> int:
     return start + len(text[: max(column - 1, 0)].encode("utf-8"))
 
 
-def _error_nodes(tree: ts.Tree) -> list[ts.Node]:
+def error_nodes(tree: ts.Tree) -> list[ts.Node]:
+    """The outermost error and missing nodes of a parse."""
     nodes = []
 
     def walk(node: ts.Node) -> None:
@@ -827,12 +828,12 @@ def _error_nodes(tree: ts.Tree) -> list[ts.Node]:
 
 def syntax_errors(source: bytes, spec: LanguageSpec, tree: ts.Tree | None = None) -> list[tuple[int, int]]:
     """(line, column) of each error or missing node, 1-based; empty when the file parses."""
-    return [(n.start_point[0] + 1, n.start_point[1] + 1) for n in _error_nodes(tree or parse(source, spec))]
+    return [(n.start_point[0] + 1, n.start_point[1] + 1) for n in error_nodes(tree or parse(source, spec))]
 
 
 def error_offsets(tree: ts.Tree) -> set[int]:
     """Where each error or missing node starts, in bytes."""
-    return {n.start_byte for n in _error_nodes(tree)}
+    return {n.start_byte for n in error_nodes(tree)}
 
 
 def introduced_errors(old_errors: set[int], new_tree: ts.Tree, old_end: int, new_end: int) -> list[tuple[int, int]]:
@@ -845,7 +846,7 @@ def introduced_errors(old_errors: set[int], new_tree: ts.Tree, old_end: int, new
     shift = new_end - old_end
     return [
         (n.start_point[0] + 1, n.start_point[1] + 1)
-        for n in _error_nodes(new_tree)
+        for n in error_nodes(new_tree)
         if (n.start_byte - shift if n.start_byte >= new_end else n.start_byte) not in old_errors
     ]
 

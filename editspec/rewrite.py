@@ -29,6 +29,7 @@ from .locate import (
     LanguageSpec,
     code_leaves,
     definitions,
+    error_nodes,
     error_offsets,
     file_context,
     file_imports,
@@ -432,7 +433,8 @@ def open_string_row(code: str, spec: LanguageSpec) -> int | None:
     data = code.encode("utf-8")
     rows = [
         node.start_point[0]
-        for node in _leaves(parse(data, spec).root_node)
+        for error in error_nodes(parse(data, spec))
+        for node in _leaves(error)
         if node.parent is not None
         and node.parent.type == "ERROR"
         and (
