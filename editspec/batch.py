@@ -161,6 +161,18 @@ def select_functions(
     return chosen
 
 
+def planned(defs: list[Definition], wanted: Iterable[tuple[str, int]]) -> list[Definition]:
+    """The definitions `wanted` names as (name, line), in the file's order: of several with one name on one line
+    (`function m(){} function m(){}`, minified code), the first, as `select_functions` chose it; the others share
+    its line and are not rewritten."""
+    keys, found = set(wanted), []
+    for d in defs:
+        if (d.name, d.line) in keys:
+            keys.discard((d.name, d.line))
+            found.append(d)
+    return found
+
+
 @dataclass
 class FileJob:
     path: Path
@@ -261,12 +273,11 @@ def rewrite_source(
     current = source.text
     # The planned targets, found again in the text (functions, methods or classes alike).
     targets = definitions(current.encode("utf-8"), language)
-    chosen = set(wanted)
     # Bottom-up: rewriting a later function never moves an earlier one (but for the imports it adds: `moved`).
-    pending = list(reversed([t for t in targets if (t.name, t.line) in chosen]))
+    pending = list(reversed(planned(targets, wanted)))
     if resume is not None:
-        left = set(map(tuple, resume.pending))
-        found = [t for t in definitions(resume.text.encode("utf-8"), language) if (t.name, t.line) in left]
+        left = list(map(tuple, resume.pending))
+        found = planned(definitions(resume.text.encode("utf-8"), language), left)
         if len(found) == len(left) and resume.outcome.get("sha_before") == source.digest:
             outcome, current, pending = outcome_from_dict(resume.outcome), resume.text, list(reversed(found))
     while pending:

@@ -1160,6 +1160,9 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
     state.remove()
 
 
+LISTED = 20  # failures, and notes, a batch's summary lists
+
+
 def print_batch_summary(outcomes, unreadable, total, applied, patch_path, part_done: int = 0) -> None:
     """`part_done`: functions done in files a stopped run left part-way through (kept in the state, not here)."""
     count = {s: sum(1 for o in outcomes if o.status == s) for s in ("rewritten", "unchanged", "failed", "skipped")}
@@ -1178,10 +1181,13 @@ def print_batch_summary(outcomes, unreadable, total, applied, patch_path, part_d
         highlight=False,
         soft_wrap=True,
     )
-    for path, name, why in failures[:20]:
-        err.print(f"  failed: {path}: {name}: {why}", highlight=False, soft_wrap=True)
-    for path, name, note in [(o.path, name, note) for o in outcomes for name, note in o.notes][:20]:
-        err.print(f"  note: {path}: {name}: {note}", highlight=False, soft_wrap=True)
+    notes = [(o.path, name, note) for o in outcomes for name, note in o.notes]
+    for kind, listed in (("failed", failures), ("note", notes)):
+        for path, name, why in listed[:LISTED]:
+            err.print(f"  {kind}: {path}: {name}: {why}", highlight=False, soft_wrap=True)
+        if len(listed) > LISTED:
+            more = "failures" if kind == "failed" else "notes"
+            err.print(f"  … and {len(listed) - LISTED} more {more} (--json FILE lists them all)", highlight=False)
     for o in outcomes:
         if o.status == "skipped":
             err.print(f"  skipped: {o.path}: {o.reason}", highlight=False, soft_wrap=True)

@@ -1252,7 +1252,13 @@ def _outside_lost(job: _Job, new_tree, new_data: bytes, new_end: int) -> str:
         lost.append(job.data[job.target.start : job.target.own_start])
     if after and new[-len(after) :] != after:
         lost.append(job.data[job.target.own_end : job.target.end])
-    return " … ".join(" ".join(part.decode("utf-8", "replace").split()) for part in lost if part.strip())
+    return " … ".join(_clipped(" ".join(part.decode("utf-8", "replace").split())) for part in lost if part.strip())
+
+
+def _clipped(code: str, most: int = 80) -> str:
+    """`code` as a message quotes it: its start and end, where it is longer than `most` characters (a minified
+    line is thousands)."""
+    return code if len(code) <= most else f"{code[: most * 2 // 3]} … {code[-(most // 4) :]}"
 
 
 class _Answer:
