@@ -421,29 +421,99 @@ def lines_inside_strings(code: str, spec: LanguageSpec, kinds: re.Pattern[str] =
 
 # Tokens that open a string able to span lines, as the grammars name them where the string is not closed yet (a
 # Python docstring's `string_start`, a template literal's backtick, a Java or Kotlin text block's quotes, a Lua long
-# string's brackets, a C++ raw string's `R"`, a heredoc's start).
-STRING_OPENER = re.compile(r'string_start|heredoc_start|heredoc_body|"""|\'\'\'|`|"|\'|@"|\$"|\$@"|@\$"|\[\[|R"|<<<')
+# string's brackets, a C++ raw string's `R"`, a heredoc's start, a C# raw string's quotes).
+STRING_OPENER = re.compile(
+    r'(raw_)?string_start|heredoc_start|heredoc_body|"""|\'\'\'|`|"|\'|@"|\$"|\$@"|@\$"|\[\[|R"|<<<'
+)
+# The same as text, where a grammar leaves the opener in an error of its own (bash's `'`, C#'s `@"`, Rust's `r#"`).
+OPENER_TEXT = re.compile(rb'([rRbBuUfF]{1,2}#*)?("""|\'\'\'|"|\'|`)|@"|\$@?"|@\$"|R"')
+NO_BLOCK_COMMENTS = {"bash", "lua", "python", "ruby"}  # where `/*` opens no comment (`case $p in */*)`)
+# Nodes whose closer a grammar supplies as missing (Swift's `"""`, Ruby's heredoc end) or reads as a regex (`/**`).
+UNCLOSED = re.compile(r"string|heredoc|regex|comment|text_block")
 
 
 def open_string_row(code: str, spec: LanguageSpec) -> int | None:
     """The line (0-based) where a string or block comment that `code` leaves open begins, if any, before its last
     line: the lines after it may be the string's own text, which the parse of a partial answer cannot tell (it
-    reads them as code in an error). An opener the parser could not place in a string of its own marks it, or a
-    `/*` it could not read as a comment (it reads a `/` and a `*`)."""
+    reads them as code in an error). The grammars show it in several ways, each of them taken:
+    - an opener in an error, not placed in a string of its own (`string_start`, a backtick, `<<<`);
+    - an error whose text starts with an opener that none of its parts holds (bash's `'`, C#'s `@"`, Rust's `r#"`);
+    - a string, heredoc or regex whose closer is missing (Swift's `\"\"\"`; `/**` read as a regex);
+    - a `/*` read as something other than a comment (a `/` and a `*`, Swift's operator), or left out of the parse
+      (Kotlin);
+    - Ruby's `=begin` at the start of a line, with no `=end` after it."""
     data = code.encode("utf-8")
-    rows = [
-        node.start_point[0]
-        for error in error_nodes(parse(data, spec))
-        for node in _leaves(error)
-        if node.parent is not None
-        and node.parent.type == "ERROR"
-        and (
-            STRING_OPENER.fullmatch(node.type)
-            or (data[node.start_byte : node.start_byte + 2] == b"/*" and "comment" not in node.type)
-        )
-    ]
+    tree = parse(data, spec)
+    block_comments = spec.name not in NO_BLOCK_COMMENTS
+    rows = [row for error in error_nodes(tree) for row in _openers_in_error(error, data, block_comments)]
+    stack = [tree.root_node]  # what reaches the end of the code: a heredoc whose end is not written yet
+    while stack:
+        node = stack.pop()
+        reaching = [c for c in node.children if c.end_byte == len(data)]
+        stack.extend(reaching)
+        rows += [
+            node.start_point[0]
+            for c in reaching
+            if (c.start_byte == c.end_byte and UNCLOSED.search(node.type))
+            or (c.type == "heredoc_end" and c.start_point[0] < c.end_point[0])  # bash's: the rest, as its end
+        ]
+    tail = _last_leaf_end(tree.root_node)
+    if block_comments and data[tail:].lstrip().startswith(b"/*"):
+        rows.append(data[: tail + data[tail:].index(b"/*")].count(b"\n"))
+    if spec.name == "ruby":
+        rows += [code.count("\n", 0, m.start()) for m in re.finditer(r"^=begin\b", code, re.M)
+                 if not re.search(r"^=end\b", code[m.end() :], re.M)]  # fmt: skip
     last = code.count("\n") - (1 if code.endswith("\n") else 0)
     return min((r for r in rows if r < last), default=None)
+
+
+SYMMETRIC = {'"', "'", "`", '"""', "'''"}  # delimiters that close a string as they open it
+
+
+def _openers_in_error(error, data: bytes, block_comments: bool) -> list[int]:
+    """The rows of open strings or block comments that one error or missing node of a parse shows (see
+    open_string_row)."""
+    rows = []
+    if error.is_missing:
+        owner = error.parent
+        if owner is not None and UNCLOSED.search(owner.type):
+            rows.append(owner.start_point[0])
+        if owner is None or owner.type != "regex":
+            return rows
+        error = owner  # `/**` read as a regex: its `/` is the comment's
+    quotes: dict[tuple[int, str], list] = {}  # per error and symmetric delimiter: those it holds, in no order
+    stack = [error]
+    while stack:
+        node = stack.pop()
+        stack.extend(node.children)
+        if node.type == "ERROR" and not node.is_missing:
+            text = data[node.start_byte : node.end_byte]
+            covered = node.children and node.children[0].start_byte == node.start_byte
+            if not covered and (OPENER_TEXT.match(text) or (block_comments and text.startswith(b"/*"))):
+                rows.append(node.start_point[0])
+        elif node.child_count == 0:
+            parent = node.parent
+            if parent is not None and parent.type == "ERROR" and STRING_OPENER.fullmatch(node.type):
+                if node.type in SYMMETRIC:
+                    quotes.setdefault((parent.id, node.type), []).append(node)
+                else:
+                    rows.append(node.start_point[0])
+            elif block_comments and data[node.start_byte : node.start_byte + 2] == b"/*":
+                if not STRING_OR_COMMENT.search(node.type + " " + (parent.type if parent is not None else "")):
+                    rows.append(node.start_point[0])
+    # Of a delimiter's leaves in one error, an odd one out opens a string (bash's `...` closed on its line does not).
+    rows += [max(leaves, key=lambda n: n.start_byte).start_point[0] for leaves in quotes.values() if len(leaves) % 2]
+    return rows
+
+
+def _last_leaf_end(node) -> int:
+    """Where the parse's last token of any width ends: text after it, a grammar read as nothing."""
+    while node.child_count:
+        sized = [c for c in node.children if c.end_byte > c.start_byte]
+        if not sized:
+            break
+        node = sized[-1]
+    return node.end_byte if node.child_count == 0 else node.start_byte
 
 
 def _leaves(node):

@@ -705,6 +705,18 @@ def test_a_block_comment_streams_into_a_tab_indented_file_only_once_closed(make_
     streams_as(make_client, "file:///work/tabs.c", text, text.rstrip("\n"), answer, final, 0, character=5, language="c")
 
 
+def test_a_doc_comment_naming_code_streams_into_a_tab_indented_file_only_once_closed(make_client):
+    """JSDoc that quotes a name in backticks: the partial parse reads `/**` as a regex and the backticks as a
+    template, so the comment's lines went into tabs as code while it was open (` * ` under `/**` shown a tab in)."""
+    text = "function total(xs) {\n\treturn xs.length;\n}\n"
+    answer = "function total(xs) {\n    /**\n     * The count of `xs`.\n     * Never negative.\n     */\n"
+    answer += "    if (!xs)\n        return 0;\n    return xs.length;\n}"
+    final = "function total(xs) {\n\t/**\n     * The count of `xs`.\n     * Never negative.\n     */\n"
+    final += "\tif (!xs)\n\t\treturn 0;\n\treturn xs.length;\n}\n"
+    streams_as(make_client, "file:///work/tabs.js", text, text.rstrip("\n"), answer, final, 0, character=10,
+               language="javascript")  # fmt: skip
+
+
 @pytest.mark.parametrize(
     ("name", "code", "row"),
     [
@@ -731,6 +743,27 @@ def test_a_block_comment_streams_into_a_tab_indented_file_only_once_closed(make_
         ("x.java", "int f() {\n    /* a\n     * b\n", 1),
         ("x.rs", "fn f() {\n    /* a\n     * b\n", 1),
         ("x.c", "int f() {\n    x = a / *p;\n    y = 1;\n", None),
+        # The other ways grammars show an open string or comment (see open_string_row).
+        ("x.js", "function f() {\n  /**\n   * a `b` c\n   * d\n", 1),  # `/**` read as a regex
+        ("x.ts", "/**\n * a\n */\nvar s = 1;\n/**\n * b `c` is d\n * e\n", 4),
+        ("x.swift", 'func f() {\n  let s = """\n  ab\n  cd\n', 1),  # its closing quotes missing
+        ("x.swift", 'func f() {\n  let s = """\n  ab\n  """\n  x\n', None),
+        ("x.swift", "func f() {\n  /* ab\n  cd\n", 1),  # an operator `/*`
+        ("x.kt", "fun f() {\n  /* ab\n  cd\n", 1),  # left out of the parse
+        ("x.cs", 'int F() {\n  var s = @"ab\n  cd\n', 1),  # an error of its own
+        ("x.cs", 'int F() {\n  var s = """\n  ab\n  cd\n', 1),
+        ("x.sh", "f() {\n  s='ab\n  cd\n", 1),
+        ("x.sh", "f() {\n\tcat >a <<-\\EOF &&\n\t\taaa\n\t\tbbb\n", 1),
+        ("x.sh", "f() {\n  case $p in\n    */*) x=1 ;;\n  esac\n", None),  # no block comments in bash
+        ("x.sh", "f() {\n  local l=`a | b`\n  c\n", None),  # closed on its line
+        ("x.rs", 'fn f() {\n    let s = r#"<html>\n  <head>\n', 1),
+        ("x.rs", 'fn f() {\n    let s = r#"<html>"#;\n  let t = 1;\n', None),
+        ("x.rb", "def f\n=begin\nab\n  cd\n", 1),
+        ("x.rb", "def f\n=begin\nab\n=end\n  cd\n", None),
+        ("x.rb", "def f\n  s = <<~EOS\n    ab\n    cd\n", 1),  # the heredoc's end empty
+        ("x.rb", "def f\n  s = <<~EOS\n    ab\n    EOS\n  x = 1\n", None),
+        ("x.lua", "function f()\n  --[[ a\n  b\n", 1),
+        ("x.lua", "function f()\n  local g = glob(d .. '/*.py')\n  x = 1\n", None),
     ],
 )
 def test_open_string_row(name, code, row):
