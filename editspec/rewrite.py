@@ -428,8 +428,8 @@ STRING_OPENER = re.compile(
 # The same as text, where a grammar leaves the opener in an error of its own (bash's `'`, C#'s `@"`, Rust's `r#"`).
 OPENER_TEXT = re.compile(rb'([rRbBuUfF]{1,2}#*)?("""|\'\'\'|"|\'|`)|@"|\$@?"|@\$"|R"')
 NO_BLOCK_COMMENTS = {"bash", "lua", "python", "ruby"}  # where `/*` opens no comment (`case $p in */*)`)
-# Nodes whose closer a grammar supplies as missing (Swift's `"""`, Ruby's heredoc end) or reads as a regex (`/**`).
-UNCLOSED = re.compile(r"string|heredoc|regex|comment|text_block")
+# Nodes whose closer a grammar supplies as missing (Swift's `"""`) or as empty (Ruby's heredoc end).
+UNCLOSED = re.compile(r"string|heredoc|comment|text_block")
 
 
 def open_string_row(code: str, spec: LanguageSpec) -> int | None:
@@ -438,7 +438,8 @@ def open_string_row(code: str, spec: LanguageSpec) -> int | None:
     reads them as code in an error). The grammars show it in several ways, each of them taken:
     - an opener in an error, not placed in a string of its own (`string_start`, a backtick, `<<<`);
     - an error whose text starts with an opener that none of its parts holds (bash's `'`, C#'s `@"`, Rust's `r#"`);
-    - a string, heredoc or regex whose closer is missing (Swift's `\"\"\"`; `/**` read as a regex);
+    - a string or heredoc whose closer is missing (Swift's `\"\"\"`), or a regex that starts with `/*` (JSDoc's
+      `/**` read as one);
     - a `/*` read as something other than a comment (a `/` and a `*`, Swift's operator), or left out of the parse
       (Kotlin);
     - Ruby's `=begin` at the start of a line, with no `=end` after it."""
@@ -481,7 +482,7 @@ def _openers_in_error(error, data: bytes, block_comments: bool) -> list[int]:
         if owner is None or owner.type != "regex":
             return rows
         error = owner  # `/**` read as a regex: its `/` is the comment's
-    quotes: dict[tuple[int, str], list] = {}  # per error and symmetric delimiter: those it holds, in no order
+    quotes: dict[tuple[int, str], list] = {}  # per error and symmetric delimiter: those it holds
     stack = [error]
     while stack:
         node = stack.pop()
