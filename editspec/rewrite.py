@@ -121,6 +121,12 @@ class SourceFile:
         return hashlib.sha256(self.raw).hexdigest()
 
 
+# A carriage return inside a line: a line break to Python and JavaScript, and to tree-sitter's Python grammar part of
+# one line with the next (in `def f():\r  return 1\r\rdef g():...` f holds g, and f's rewrite rewrote g). Not one
+# right before a line's end (`\r\r\n`, which some tools write): trailing space.
+LONE_CR = re.compile(rb"\r(?=[^\r\n])")
+
+
 def lf_lines(text: str) -> list[str]:
     """`text`'s lines with their line breaks, broken at "\n" alone. Not `str.splitlines`, which also breaks at form
     feed, `\\v`, `\\x1c`-`\\x1e`, `\\x85`, `\\u2028` and `\\u2029`: inside a line they are its text (a string's
@@ -936,6 +942,14 @@ class Rewriter:
         on_progress: ProgressCallback | None = None,
     ) -> RewriteResult:
         data = source.text.encode("utf-8")
+        lone = LONE_CR.search(data, target.node_start, target.node_end)  # before it on its line: outside code
+        if lone:
+            line = data.count(b"\n", 0, lone.start()) + 1
+            raise RewriteError(
+                f"{target.name} breaks lines with a lone carriage return (CR, in line {line}), as classic Mac OS did: "
+                "editspec reads LF or CRLF line ends only, and would not see where those lines (or the definitions "
+                "on them) begin and end; convert them first (e.g. tr '\\r' '\\n')"
+            )
         tree = parse(data, spec)
         defs = definitions(data, spec, tree)
         prompt, region, indent, n_context = self.prompt_tokens(source, spec, target, instruction, tree, defs)

@@ -130,6 +130,34 @@ def test_several_functions_a_class_among_them(two):
 
 
 @pytest.mark.parametrize(
+    ("name", "raw", "target"),
+    [
+        ("mac.py", b"def f(x):\r    return x\r\rdef g(y):\r    return y\r", "f"),
+        ("mac.js", b"function f(x) {\r  return x\r}\r\rfunction g(y) {\r  return y\r}\r", "g"),
+    ],
+)
+def test_a_definition_with_lone_cr_line_ends_is_refused(tmp_path, scripted_model, name, raw, target):
+    """Classic Mac OS line ends: to tree-sitter's Python grammar `def f` held `def g`, and rewriting f rewrote g too
+    (exit 0). Lines are LF or CRLF to editspec; a lone CR inside the definition is refused, naming its line."""
+    path = tmp_path / name
+    path.write_bytes(raw)
+    result = run(str(path), "-f", target, "-i", scripted(("return", "return  ")), "--apply")
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert f"{target} breaks lines with a lone carriage return (CR, in line 1)" in result.output
+    assert path.read_bytes() == raw
+
+
+def test_lone_crs_before_a_line_s_end_or_before_the_definition_are_kept(tmp_path, scripted_model):
+    """`\r\r\n` (some tools write it) is a line end after a stray CR; CRs before the definition on its first line are
+    outside code (the language server's `import math\r\r\r`): both rewrite as before."""
+    path = tmp_path / "crcr.py"
+    path.write_bytes(b"import math\r\r\rdef f(x):\r\r\n    return x\r\r\n")
+    result = run(str(path), "-f", "f", "-i", scripted(("return x", "return -x")), "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_bytes() == b"import math\r\r\rdef f(x):\r\r\n    return -x\r\n"
+
+
+@pytest.mark.parametrize(
     "text",
     [
         "function a(x) {\n  return x + 1\n} function b(y) {\n  return y * 2\n}\n",  # a's last line is b's first
