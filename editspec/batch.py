@@ -13,7 +13,9 @@ import fnmatch
 import hashlib
 import json
 import os
+import shlex
 import subprocess
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from .locate import (
     definitions,
     dotted,
     language_for,
+    line_and_column,
     nested_names,
     part_of,
 )
@@ -135,11 +138,18 @@ def collect_files(roots: Iterable[Path], globs: Sequence[str] = ()) -> list[Path
 
 
 def select_functions(
-    defs: list[Definition], patterns: str | Sequence[str], left_out: list[tuple[str, str]] | None = None
+    defs: list[Definition],
+    patterns: str | Sequence[str],
+    left_out: list[tuple[str, str]] | None = None,
+    file: str = "FILE",
+    source: bytes = b"",
 ) -> list[Definition]:
     """Functions and methods whose name matches a pattern; never one inside another (their regions would
     overlap: the outer one's rewrite holds it), nor two sharing a line (`function a(){} function b(){}`): the
-    second is added to `left_out` as (name, why), as it is not rewritten."""
+    second is added to `left_out` as (name, why), as it is not rewritten, with how to rewrite it alone (in the file
+    `file`, whose text is `source`: by its name, or where the name is not the file's only one, by the line and
+    column where its code starts)."""
+    names = Counter(d.name for d in defs)
     patterns = [dotted(p) for p in ([patterns] if isinstance(patterns, str) else patterns)]
     chosen: list[Definition] = []
     for d, path in zip(defs, nested_names(defs), strict=True):
@@ -149,11 +159,16 @@ def select_functions(
             continue
         if chosen and d.start < chosen[-1].end:
             if left_out is not None and not part_of(d, chosen[-1]):
+                if names[d.name] == 1 or not source:
+                    which = f"-f {shlex.quote(d.name)}"
+                else:
+                    which = "--line {}:{}".format(*line_and_column(source, d.node_start))
+                alone = f"rewrite it alone: editspec rewrite {shlex.quote(file)} {which}"
                 left_out.append(
                     (
                         d.name,
                         f"not rewritten: it shares a line with {chosen[-1].name}, whose rewrite replaces that line "
-                        f"(rewrite it alone: editspec rewrite FILE -f {d.name})",
+                        f"({alone})",
                     )
                 )
             continue
@@ -198,7 +213,8 @@ def plan(
             unreadable.append((path, str(e)))
             continue
         left_out: list[tuple[str, str]] = []
-        targets = select_functions(definitions(source.text.encode("utf-8"), spec), pattern, left_out)
+        data = source.text.encode("utf-8")
+        targets = select_functions(definitions(data, spec), pattern, left_out, str(path), data)
         if targets:
             jobs.append(FileJob(path, spec, targets, source.raw, left_out))
     return jobs, unreadable

@@ -810,6 +810,14 @@ def offset_of_line(source: bytes, line: int, column: int = 1) -> int:
     return start + len(text[: max(column - 1, 0)].encode("utf-8"))
 
 
+def line_and_column(source: bytes, offset: int) -> tuple[int, int]:
+    """The 1-based line and (1-based, in characters) column of a byte offset: what `offset_of_line` takes."""
+    start = source.rfind(b"\n", 0, offset) + 1
+    if start == 0 and source.startswith(BOM):
+        start = len(BOM)
+    return source.count(b"\n", 0, offset) + 1, len(source[start:offset].decode("utf-8", errors="replace")) + 1
+
+
 def error_nodes(tree: ts.Tree) -> list[ts.Node]:
     """The outermost error and missing nodes of a parse."""
     nodes = []

@@ -3,6 +3,7 @@
 import hashlib
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 from click.testing import CliRunner
@@ -12,6 +13,7 @@ from editspec.cli import EXIT_INPUT, main
 from editspec.decoding import DecodeOptions, Decoder
 from editspec.locate import definitions, language_for
 from editspec.rewrite import Rewriter
+from tests.raw_lsp import ROOT, scripted
 
 SAMPLES = Path(__file__).resolve().parents[1] / "samples"
 
@@ -169,3 +171,24 @@ def test_batch_patches_apply_with_git_from_inside_and_outside(tmp_path, monkeypa
     assert outside.stdout == patch.replace("a/tree/", f"a/{str(tree).lstrip('/')}/").replace(
         "b/tree/", f"b/{str(tree).lstrip('/')}/"
     )
+
+
+def test_a_function_sharing_a_line_is_named_with_how_to_rewrite_it_alone(tmp_path):
+    """By its name where it is the file's only one of that name, else by the line and column where its code starts
+    (`--line 3` alone takes the line's first definition, and minified code has one name many times on one line):
+    the advice, run, rewrites that function."""
+    source = b"function a(){return 1} function b(){return 2}\nfunction m(){return 3} function m(){return 4}\n"
+    source += b"function c(){return 5} /* \xc3\xa9 */ function m(){return 6}\n"
+    left_out = []
+    select_functions(definitions(source, language_for("x.js")), "*", left_out, "src/my file.js", source)
+    advice = [why.split("(")[-1] for _, why in left_out]
+    assert advice == [
+        "rewrite it alone: editspec rewrite 'src/my file.js' -f b)",
+        "rewrite it alone: editspec rewrite 'src/my file.js' --line 2:24)",
+        "rewrite it alone: editspec rewrite 'src/my file.js' --line 3:32)",
+    ]
+    path = tmp_path / "m.js"
+    path.write_bytes(source)
+    args = ["-m", "tests.scripted_cli", "rewrite", str(path), "-i", scripted(("return 6", "return 60"))]
+    run = subprocess.run([sys.executable, *args, "--line", "3:32"], capture_output=True, text=True, cwd=ROOT)
+    assert "+function c(){return 5} /* é */ function m(){return 60}" in run.stdout, run.stderr

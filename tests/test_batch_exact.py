@@ -87,7 +87,8 @@ def test_a_function_sharing_a_line_with_a_rewritten_one_is_named_as_not_rewritte
     assert result.exit_code == 0, result.output
     assert (tree / "m.js").read_text() == "function a(x){return x+10} function b(y){return y*2}\n"
     note = next(line for line in result.stderr.splitlines() if line.strip().startswith("note:"))
-    assert "m.js: b: not rewritten: it shares a line with a" in note and "editspec rewrite FILE -f b" in note
+    assert "m.js: b: not rewritten: it shares a line with a" in note
+    assert f"(rewrite it alone: editspec rewrite {tree / 'm.js'} -f b)" in note
     (outcome,) = json.loads((tmp_path / "r.json").read_text())["files"]
     assert [name for name, _ in outcome["notes"]] == ["b"]
 
@@ -105,7 +106,8 @@ def test_of_two_functions_of_one_name_on_one_line_only_the_first_is_rewritten(tm
     assert (tree / "m.js").read_text() == "function m(x){return x+10} function m(y){return y*2}\n"
     (outcome,) = json.loads((tmp_path / "r.json").read_text())["files"]
     assert outcome["rewritten"] == 1 and outcome["failures"] == []
-    assert [name for name, _ in outcome["notes"]] == ["m"]
+    assert outcome["notes"] == [["m", "not rewritten: it shares a line with m, whose rewrite replaces that line "
+                                f"(rewrite it alone: editspec rewrite {tree / 'm.js'} --line 1:27)"]]  # fmt: skip
     assert "1 of 1 functions done, 1 rewritten, 0 failed" in result.stderr
 
 
