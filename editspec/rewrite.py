@@ -121,6 +121,8 @@ class SourceFile:
         return hashlib.sha256(self.raw).hexdigest()
 
 
+WILDCARD_IMPORT = re.compile(r"from\s+[\w.]+\s+import\s+\*")  # Python's `from typing import *`
+
 # A carriage return inside a line: a line break to Python and JavaScript, and to tree-sitter's Python grammar part of
 # one line with the next (in `def f():\r  return 1\r\rdef g():...` f holds g, and f's rewrite rewrote g). Not one
 # right before a line's end (`\r\r\n`, which some tools write): trailing space.
@@ -732,6 +734,18 @@ class RewriteResult:
             "no longer fit; check its callers, here and in other files"
         )
 
+    def wildcard_note(self) -> str | None:
+        """What to tell the user of an import the rewrite added that binds every public name of a module (Python's
+        `from typing import *`, which the coder wrote once in a batch adding type hints): it can hide a name the file
+        imports or defines above it, and keeps the names check from seeing what the new code reads."""
+        star = [i for i in self.imports if WILDCARD_IMPORT.match(i)]
+        if not star:
+            return None
+        return (
+            f"the rewrite adds `{star[0]}` to the file's imports: it binds every public name of that module, and can "
+            "hide a name the file imports or defines above it; import the names the code uses instead"
+        )
+
     def rename_note(self) -> str | None:
         """What to tell the user of a rewrite that renamed the definition: every use of the old name breaks (the
         model renames functions it was asked to change, and editspec rewrites the definition, not its callers)."""
@@ -761,6 +775,7 @@ class RewriteResult:
             self.calls_note(),
             self.rename_note(),
             self.parameters_note(),
+            self.wildcard_note(),
         )
         return [note for note in notes if note]
 
@@ -815,6 +830,7 @@ class RewriteResult:
             "renamed_to": self.renamed_to or None,
             "renamed_uses": self.renamed_uses,
             "imports": self.imports,
+            "warnings": self.warnings(),
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
             "problem": self.problem(),

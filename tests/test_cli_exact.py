@@ -570,6 +570,22 @@ def test_imports_the_answer_opens_with_go_to_the_file_s_imports(two):
     )
 
 
+def test_a_wildcard_import_the_answer_adds_is_written_with_a_note(two):
+    """Seen in a batch adding type hints to click's formatting.py: the coder opened an answer with `from typing import
+    *`, and it went into the file's imports without a word (it can hide a name the file imports above it)."""
+    hinted = "from typing import *\n\ndef __init__(self, w: Any, h: Any) -> None:"
+    star = scripted(("def __init__(self, w, h):", hinted))
+    result = run(str(two), "-f", "Rect.__init__", "-i", star, "--apply", "--json")
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    assert said["imports"] == ["from typing import *"]
+    assert "import math\nfrom typing import *\n" in two.read_text()
+    (warning,) = said["warnings"]
+    assert warning.startswith("the rewrite adds `from typing import *` to the file's imports: it binds every")
+    plain = run(str(two), "-f", "Rect.__init__", "-i", HINTS, "--json")  # a named import: no such note
+    assert plain.exit_code == 0 and json.loads(plain.stdout)["warnings"] == []
+
+
 def test_an_import_the_file_has_already_is_left_out(two):
     again = scripted(("def total(xs):", "import math\n\n\ndef total(xs):"), ("return s", "return math.fsum(xs)"))
     result = run(str(two), "-f", "total", "-i", again, "--apply")
