@@ -76,20 +76,29 @@ def test_a_function_that_reads_a_name_nothing_defines_is_rewritten_with_a_note(t
     assert note.strip().startswith("note: ") and "shapes.py: total_area: the new total_area uses `rounded`" in note
 
 
+def batch_one_js(tmp_path: Path, text: str | None, instruction: str, *extra: str):
+    """`editspec batch` over a tree of one file, m.js, holding `text` (None: as the last call left it): the result,
+    the file, and the file's outcome as `--json` gives it."""
+    path = tmp_path / "tree" / "m.js"
+    if text is not None:
+        path.parent.mkdir(exist_ok=True)
+        path.write_text(text)
+    args = ["batch", str(path.parent), "-i", instruction, "--json", str(tmp_path / "r.json"), *extra]
+    result = CliRunner().invoke(main, [*args, "-q", "--state", str(tmp_path / "s.json")])
+    assert result.exit_code == 0, result.output
+    (outcome,) = json.loads((tmp_path / "r.json").read_text())["files"]
+    return result, path, outcome
+
+
 def test_a_function_sharing_a_line_with_a_rewritten_one_is_named_as_not_rewritten(tmp_path, scripted_model):
     """`a` and `b` on one line: a rewrite replaces whole lines, so only `a` is rewritten (its prompt asks for the rest
     of its line as it is); `b` was left out silently, as if done."""
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "m.js").write_text("function a(x){return x+1} function b(y){return y*2}\n")
-    args = ["batch", str(tree), "-i", scripted(("x+1", "x+10")), "--apply", "--json", str(tmp_path / "r.json")]
-    result = CliRunner().invoke(main, [*args, "-q", "--state", str(tmp_path / "s.json")])
-    assert result.exit_code == 0, result.output
-    assert (tree / "m.js").read_text() == "function a(x){return x+10} function b(y){return y*2}\n"
+    text = "function a(x){return x+1} function b(y){return y*2}\n"
+    result, path, outcome = batch_one_js(tmp_path, text, scripted(("x+1", "x+10")), "--apply")
+    assert path.read_text() == "function a(x){return x+10} function b(y){return y*2}\n"
     note = next(line for line in result.stderr.splitlines() if line.strip().startswith("note:"))
     assert "m.js: b: not rewritten: it shares a line with a" in note
-    assert f"(rewrite it alone: editspec rewrite {tree / 'm.js'} -f b)" in note
-    (outcome,) = json.loads((tmp_path / "r.json").read_text())["files"]
+    assert f"(rewrite it alone: editspec rewrite {path} -f b)" in note
     assert [name for name, _ in outcome["notes"]] == ["b"]
 
 
@@ -97,34 +106,24 @@ def test_of_two_functions_of_one_name_on_one_line_only_the_first_is_rewritten(tm
     """Minified code: `m` twice on one line. The plan rewrites the first and notes the second as not rewritten; the
     rewrite found both by name and line, and rewrote the line once for each (here `x+1` became `x+100`), every one a
     model run (a minified file of 400 functions took 17 minutes to fail 400 times)."""
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "m.js").write_text("function m(x){return x+1} function m(y){return y*2}\n")
-    args = ["batch", str(tree), "-i", scripted(("x+1", "x+10")), "--apply", "--json", str(tmp_path / "r.json")]
-    result = CliRunner().invoke(main, [*args, "-q", "--state", str(tmp_path / "s.json")])
-    assert result.exit_code == 0, result.output
-    assert (tree / "m.js").read_text() == "function m(x){return x+10} function m(y){return y*2}\n"
-    (outcome,) = json.loads((tmp_path / "r.json").read_text())["files"]
+    text = "function m(x){return x+1} function m(y){return y*2}\n"
+    result, path, outcome = batch_one_js(tmp_path, text, scripted(("x+1", "x+10")), "--apply")
+    assert path.read_text() == "function m(x){return x+10} function m(y){return y*2}\n"
     assert outcome["rewritten"] == 1 and outcome["failures"] == []
     assert outcome["notes"] == [["m", "not rewritten: it shares a line with m, whose rewrite replaces that line "
-                                f"(rewrite it alone: editspec rewrite {tree / 'm.js'} --line 1:27)"]]  # fmt: skip
+                                f"(rewrite it alone: editspec rewrite {path} --line 1:27)"]]  # fmt: skip
     assert "1 of 1 functions done, 1 rewritten, 0 failed" in result.stderr
 
 
 def test_a_minified_line_s_summary_stays_short(tmp_path, scripted_model):
     """30 functions on one line: the summary lists 20 notes and says how many more there are; a failure quotes the
     code its answer did not keep by its start and end, not the whole line."""
-    tree = tmp_path / "tree"
-    tree.mkdir()
-    (tree / "m.js").write_text("".join(f"function f{i}(a){{return a+{i + 100}}};" for i in range(30)) + "\n")
-    args = ["batch", str(tree), "--json", str(tmp_path / "r.json"), "-q", "--state", str(tmp_path / "s.json")]
-    result = CliRunner().invoke(main, [*args, "-i", scripted(("a+100", "a+1"))])
-    assert result.exit_code == 0, result.output
+    text = "".join(f"function f{i}(a){{return a+{i + 100}}};" for i in range(30)) + "\n"
+    result, _, outcome = batch_one_js(tmp_path, text, scripted(("a+100", "a+1")))
     notes = [line for line in result.stderr.splitlines() if line.startswith("  note: ")]
     assert len(notes) == 20 and "  … and 9 more notes (--json FILE lists them all)" in result.stderr.splitlines()
-    (outcome,) = json.loads((tmp_path / "r.json").read_text())["files"]
     assert len(outcome["notes"]) == 29
-    result = CliRunner().invoke(main, [*args, "--fresh", "-i", scripted(("a+100", "a+1"), ("a+120", "a+2"))])
+    result, _, _ = batch_one_js(tmp_path, None, scripted(("a+100", "a+1"), ("a+120", "a+2")), "--fresh")
     (failure,) = [line for line in result.stderr.splitlines() if line.startswith("  failed: ")]
     assert "the answer does not keep `;function f1(a){return a+101};function f2(a){return" in failure
     assert " … 29(a){return a+129};`, which shares a line with f0" in failure and len(failure) < 400, failure
