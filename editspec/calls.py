@@ -13,6 +13,7 @@ that did not fit before is the file's business."""
 from __future__ import annotations
 
 import ast
+import builtins
 import symtable
 from collections import Counter
 from dataclasses import dataclass
@@ -278,23 +279,26 @@ def calls_brought_in(old_text: str, new_text: str) -> list[Mismatch]:
     return sorted((m for m in after if m.key() not in before), key=lambda m: m.line)
 
 
-def _region_function(region: str) -> Function | None:
-    """The function a definition's region (whole lines, decorators included, indented as in the file) holds."""
+def _region_function(region: str, name: str = "") -> Function | None:
+    """The function a definition's region (whole lines, decorators included, indented as in the file) holds: the
+    one named `name` when there is one (an answer may put a helper before it), else the first."""
     try:
         tree = ast.parse("if 1:\n" + region if region[:1].isspace() else region)
     except (SyntaxError, ValueError):
         return None
     body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.If) else tree.body
-    return next((n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)), None)
+    functions = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    return next((n for n in functions if n.name == name), functions[0] if functions else None)
 
 
-def parameter_changes(old_region: str, new_region: str, in_class: bool) -> list[str]:
+def parameter_changes(old_region: str, new_region: str, in_class: bool, names: tuple[str, str] = ("", "")) -> list[str]:
     """How a rewrite changed a Python function's parameters in ways its callers can feel, in any file: a
     parameter renamed (a call passing it by name breaks), dropped, newly required (every call that does not
     pass it breaks), or positional ones reordered (calls passing them in order get them mixed up, silently).
     Types, defaults of optional ones and `*args`/`**kwargs` are not judged. In a class, the first parameter of a
-    method that is not static is the method's own (`self`, `cls`)."""
-    old, new = _region_function(old_region), _region_function(new_region)
+    method that is not static is the method's own (`self`, `cls`). `names`: the function's name in each region
+    (the second differs when the rewrite renames it), where a region holds more than one."""
+    old, new = _region_function(old_region, names[0]), _region_function(new_region, names[1])
     if old is None or new is None:
         return []
 
@@ -322,3 +326,99 @@ def parameter_changes(old_region: str, new_region: str, in_class: bool) -> list[
     if kept != [p for p in new_pos if p in old_pos]:
         changes.append("reorders " + ", ".join(f"`{p}`" for p in kept))
     return changes
+
+
+def _plain_function(fn: Function) -> bool:
+    """A function whose calls are what its `def` says: no decorator but `staticmethod` or `classmethod` (another
+    may wrap it in anything), and no `yield` of its own (a generator's calls are iterated, not awaited)."""
+    if any(not (isinstance(d, ast.Name) and d.id in ("staticmethod", "classmethod")) for d in fn.decorator_list):
+        return False
+    stack = list(fn.body)
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.Yield | ast.YieldFrom):
+            return False
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Lambda):
+            stack.extend(ast.iter_child_nodes(node))
+    return True
+
+
+def async_change(old_region: str, new_region: str, names: tuple[str, str] = ("", "")) -> str:
+    """ "async" when a rewrite made its Python function a coroutine function (`async def`), "sync" when it made one
+    an ordinary function, else "" (also when a region does not parse, or either function is a generator or
+    decorated). `names` as for `parameter_changes`."""
+    old, new = _region_function(old_region, names[0]), _region_function(new_region, names[1])
+    if old is None or new is None or not (_plain_function(old) and _plain_function(new)):
+        return ""
+    was, now = isinstance(old, ast.AsyncFunctionDef), isinstance(new, ast.AsyncFunctionDef)
+    return "" if was == now else "async" if now else "sync"
+
+
+# asyncio's functions that take a coroutine (or many) and run it: a call handed to one of these is not a bare call.
+RUNNERS = frozenset(
+    (
+        "run gather create_task ensure_future wait_for shield run_until_complete run_coroutine_threadsafe wait "
+        "as_completed Task"
+    ).split()
+)
+# What a call can sit in on its way to an `await` or a runner's arguments: `gather(*[f(x) for x in xs])`.
+_CARRIERS = (ast.Starred, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.GeneratorExp)
+_BUILTINS = frozenset(dir(builtins))
+
+
+def coroutine_misuses(text: str, name: str, lines: tuple[int, int], method: bool, now_async: bool) -> list[int]:
+    """The lines of `text` (a Python file) whose calls of the function `name` defined on `lines` no longer fit it
+    after it changed between `def` and `async def`:
+    - now async, a call whose value is used as it is (a statement of its own, assigned, an operand, an argument
+      of a builtin such as `print`): it gets a coroutine, not the result, and the function never runs. A call
+      awaited, or handed to another function (asyncio's runners, a task group, a wrapper), is not judged;
+    - now an ordinary function, a call awaited or handed to one of asyncio's runners (TypeError, ValueError).
+    A function is called by its bare name; a method (`method`) as `self.NAME` or `cls.NAME`, from its own class.
+    Empty when the file does not parse or the function is not found on those lines."""
+    try:
+        tree = ast.parse(text)
+    except (SyntaxError, ValueError):
+        return []
+    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    fn = next(
+        (
+            n
+            for n in ast.walk(tree)
+            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
+            and n.name == name
+            and lines[0] <= n.lineno <= lines[1]
+        ),
+        None,
+    )
+    if fn is None or (method and not isinstance(parent.get(fn), ast.ClassDef)):
+        return []
+    scope = parent[fn] if method else tree
+
+    def called(call: ast.Call) -> bool:
+        f = call.func
+        if method:
+            return (
+                isinstance(f, ast.Attribute)
+                and f.attr == name
+                and isinstance(f.value, ast.Name)
+                and (f.value.id in ("self", "cls"))
+            )
+        return isinstance(f, ast.Name) and f.id == name
+
+    def fits(call: ast.Call) -> bool:
+        node, up = call, parent.get(call)
+        while isinstance(up, _CARRIERS):  # (a comprehension's element: its loops are the `comprehension`'s)
+            node, up = up, parent.get(up)
+        if isinstance(up, ast.Await):
+            return now_async
+        if isinstance(up, ast.Call) and node is not up.func:
+            f = up.func
+            callee = f.attr if isinstance(f, ast.Attribute) else f.id if isinstance(f, ast.Name) else ""
+            if callee in RUNNERS:
+                return now_async
+            if now_async:  # handed on: a wrapper may take a coroutine; a builtin takes the value
+                return not (isinstance(f, ast.Name) and callee in _BUILTINS)
+        return not now_async
+
+    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call) and called(n)]
+    return sorted({c.lineno for c in calls if not fits(c)})

@@ -636,6 +636,8 @@ class RewriteResult:
     early_names: list[str] = field(default_factory=list)  # Python: names its signatures read before they are bound
     bad_calls: list[str] = field(default_factory=list)  # Python: calls of the file's own functions they cannot take
     parameter_changes: list[str] = field(default_factory=list)  # Python: how its callers' calls stop fitting
+    async_change: str = ""  # Python: "async" when the rewrite made the function `async def`, "sync" the other way
+    async_calls: list[int] = field(default_factory=list)  # then the lines of the new file whose calls no longer fit
     renamed_to: str = ""  # the definition's new name, where the answer renamed it
     renamed_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use the old name
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
@@ -734,6 +736,30 @@ class RewriteResult:
             "no longer fit; check its callers, here and in other files"
         )
 
+    def async_note(self) -> str | None:
+        """What to tell the user of a rewrite that made its function `async def`, or made it an ordinary one: the
+        calls to it that do not change with it stop working, silently for the first (asked to make `total` async,
+        the coder did, and the file's `print(total(items))` then printed a coroutine)."""
+        if not self.async_change:
+            return None
+        lines = self.async_calls
+        here = (
+            f"this file does at line{'s' * (len(lines) > 1)} {', '.join(map(str, lines[:8]))}"
+            + (f" and {len(lines) - 8} more" if len(lines) > 8 else "")
+            if lines
+            else "this file does nowhere"
+        )
+        if self.async_change == "async":
+            return (
+                f"the new {self.target.name} is `async def`, and was not: a call that does not await it gets a "
+                f"coroutine, not its result, and the function does not run ({here}); await its calls, here and in "
+                "other files, or ask again without making it async"
+            )
+        return (
+            f"the new {self.target.name} is no longer `async def`: a call that awaits it, or hands it to asyncio, "
+            f"fails when it runs ({here}); change its calls, here and in other files"
+        )
+
     def wildcard_note(self) -> str | None:
         """What to tell the user of an import the rewrite added that binds every public name of a module (Python's
         `from typing import *`, which the coder wrote once in a batch adding type hints): it can hide a name the file
@@ -775,6 +801,7 @@ class RewriteResult:
             self.calls_note(),
             self.rename_note(),
             self.parameters_note(),
+            self.async_note(),
             self.wildcard_note(),
         )
         return [note for note in notes if note]
@@ -827,6 +854,8 @@ class RewriteResult:
             "early_names": self.early_names,
             "bad_calls": self.bad_calls,
             "parameter_changes": self.parameter_changes,
+            "async_change": self.async_change,
+            "async_calls": self.async_calls,
             "renamed_to": self.renamed_to or None,
             "renamed_uses": self.renamed_uses,
             "imports": self.imports,
@@ -1073,9 +1102,17 @@ class Rewriter:
             if spec.name == "python" and not errors
             else []
         )
+        function = spec.name == "python" and not errors and target.kind not in CLASS_LIKE
+        names_in = (target.simple_name, renamed or target.simple_name)  # an answer's helper may come first
         parameter_changes = (
-            calls.parameter_changes(job.region, new_region, in_class=bool(target.containers))
-            if spec.name == "python" and not errors and target.kind not in CLASS_LIKE
+            calls.parameter_changes(job.region, new_region, in_class=bool(target.containers), names=names_in)
+            if function
+            else []
+        )
+        async_change = calls.async_change(job.region, new_region, names_in) if function else ""
+        async_calls = (
+            calls.coroutine_misuses(new_text, names_in[1], lines[1], bool(target.containers), async_change == "async")
+            if async_change and lines
             else []
         )
         return RewriteResult(
@@ -1106,6 +1143,8 @@ class Rewriter:
             early_names=early,
             bad_calls=bad_calls,
             parameter_changes=parameter_changes,
+            async_change=async_change,
+            async_calls=async_calls,
             renamed_to=renamed,
             renamed_uses=sorted({line for _, line in uses}),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),

@@ -493,6 +493,8 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "early_names": result.early_names,
             "bad_calls": result.bad_calls,
             "parameter_changes": result.parameter_changes,
+            "async_change": result.async_change,
+            "async_calls": result.async_calls,
             "renamed_to": result.renamed_to or None,
             "renamed_uses": result.renamed_uses,
             "stats": s.summary(),

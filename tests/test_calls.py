@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from editspec.calls import calls_brought_in, mismatches, parameter_changes
+from editspec.calls import async_change, calls_brought_in, coroutine_misuses, mismatches, parameter_changes
 
 FILE = (
     "def area(w, h, *, unit='m'):\n"
@@ -146,3 +146,42 @@ def test_what_cannot_be_told_is_not_judged():
 )
 def test_parameter_changes_its_callers_can_feel(old, new, in_class, changes):
     assert parameter_changes(old, new, in_class) == changes
+
+
+def test_a_function_made_async_or_not_and_the_calls_that_no_longer_fit():
+    assert async_change("def f(x):\n    pass\n", "async def f(x):\n    pass\n") == "async"
+    assert async_change("    async def m(self):\n        pass\n", "    def m(self):\n        pass\n") == "sync"
+    assert async_change("def f(x):\n    pass\n", "def f(y):\n    pass\n") == ""
+    assert async_change("def f(x):\n    pass\n", "async def f(x:\n    pass\n") == ""  # does not parse
+    # a generator's calls are iterated, a decorated function's are the decorator's: not judged
+    assert async_change("def f(x):\n    yield x\n", "async def f(x):\n    yield x\n") == ""
+    assert async_change("@cache\ndef f(x):\n    pass\n", "@cache\nasync def f(x):\n    pass\n") == ""
+    assert async_change("@staticmethod\ndef f(x):\n    pass\n", "@staticmethod\nasync def f(x):\n    pass\n") == "async"
+    # the named function, not a helper the answer wrote before it
+    helper_first = "async def g():\n    pass\n\n\ndef f(x):\n    pass\n"
+    assert async_change("def f(x):\n    pass\n", helper_first, ("f", "f")) == ""
+    assert async_change("def f(x):\n    pass\n", helper_first) == "async"
+    text = (
+        "import asyncio\n"
+        "def report(xs):\n"
+        "    print(total(xs))\n"  # 3: a coroutine, not the total
+        "async def main(loop, group):\n"
+        "    a = await total([1])\n"
+        "    b = await asyncio.gather(*[total(x) for x in [[1]]])\n"
+        "    asyncio.run(total([2]))\n"
+        "    loop.run_until_complete(total([3]))\n"
+        "    group.start_soon_with(total([5]))\n"  # 9: handed to a wrapper, which may await it
+        "    return [y for y in total([4])]\n"  # 10: iterated, not awaited
+        "async def total(xs):\n"
+        "    return totals(1)\n"
+    )
+    assert coroutine_misuses(text, "total", (11, 12), method=False, now_async=True) == [3, 10]
+    assert coroutine_misuses(text, "total", (11, 12), method=False, now_async=False) == [5, 6, 7, 8]
+    assert coroutine_misuses(text, "total", (1, 10), method=False, now_async=True) == []  # not defined there
+    methods = "class A:\n    async def run(self):\n        self.fetch()\n        await self.fetch()\n"
+    methods += "        other.fetch()\n"  # another object's fetch: not this method's call
+    methods += "    async def fetch(self):\n        pass\n"
+    methods += "class B:\n    def fetch(self):\n        pass\n    def go(self):\n        self.fetch()\n"  # B's own
+    assert coroutine_misuses(methods, "fetch", (6, 7), method=True, now_async=True) == [3]
+    assert coroutine_misuses(methods, "fetch", (6, 7), method=True, now_async=False) == [4]
+    assert coroutine_misuses("def f(:\n", "f", (1, 1), method=False, now_async=True) == []

@@ -1106,3 +1106,44 @@ def test_follow_tabs(name, shown, code, expected):
     from editspec.rewrite import follow_tabs
 
     assert follow_tabs(shown, code, language_for(name)) == (code if expected is None else expected)
+
+
+def test_a_helper_written_before_the_function_is_not_taken_for_its_new_signature(tmp_path, scripted_model):
+    """Asked to split a function, the coder wrote `def line_value(item)` above `def total(items)`: the parameters
+    check compared the old total with the helper and told the user total renamed `items` to `item`."""
+    path = tmp_path / "split.py"
+    path.write_text(TWO + "\n\nprint(total([1, 2]))\n")
+    split = scripted(("def total(xs):", "def add(s, x):\n    return s + x\n\n\ndef total(xs):"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", split, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    answer = json.loads(as_json.stdout)
+    assert answer["helpers"] == ["add"] and answer["parameter_changes"] == [] and answer["warnings"] == []
+    # the function's own change is still seen with a helper before it
+    split_and_rename = scripted(("def total(xs):", "def add(s, x):\n    return s + x\n\n\ndef total(values):"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", split_and_rename, "--json"])
+    assert json.loads(as_json.stdout)["parameter_changes"] == ["renames `xs` to `values`"]
+
+
+def test_a_function_made_async_is_written_with_a_note_naming_the_calls_that_do_not_await_it(tmp_path, scripted_model):
+    """Asked to "Make it async.", the coder made `total` `async def`, and the file's `print(total(items))` then
+    printed a coroutine: the note names that line; the other way round, the calls that await it."""
+    path = tmp_path / "calls.py"
+    path.write_text(TWO + "\n\nprint(total([1, 2]))\n\n\nasync def main():\n    return await total([3])\n")
+    made_async = scripted(("def total(xs):", "async def total(xs):"))
+    result = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", made_async, "--apply"])
+    assert result.exit_code == 0, result.output
+    assert (
+        "note: the new total is `async def`, and was not: a call that does not await it gets a coroutine, not its "
+        "result, and the function does not run (this file does at line 16); await its calls"
+        in " ".join(result.stderr.split())
+    )
+    assert "async def total(xs):" in path.read_text()
+    made_sync = scripted(("async def total(xs):", "def total(xs):"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", made_sync, "--json"])
+    answer = json.loads(as_json.stdout)
+    assert answer["async_change"] == "sync" and answer["async_calls"] == [20]
+    assert "is no longer `async def`: a call that awaits it, or hands it to asyncio, fails" in answer["warnings"][0]
+    unchanged = scripted(("s = 0", "s = 0  # the sum"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", unchanged, "--json"])
+    answer = json.loads(as_json.stdout)
+    assert answer["async_change"] == "" and answer["async_calls"] == [] and answer["warnings"] == []

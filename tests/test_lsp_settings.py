@@ -297,3 +297,13 @@ def test_a_rewrite_that_would_delete_what_shares_the_target_s_line_is_put_back(m
     assert c.editor.text(uri) == text
     shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
     assert "leaves out total" in shown["params"]["message"]
+
+
+def test_a_function_made_async_is_applied_with_a_warning_naming_its_calls(make_client):
+    c = start(make_client)
+    c.editor.open(OTHER, HEAD + TOTAL + "\n\nprint(total([1]))\n")
+    result = rewrite(c, scripted(("def total(values):", "async def total(values):")), uri=OTHER)
+    assert result["applied"] is True and result["async_change"] == "async" and result["async_calls"] == [12]
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert shown["params"]["type"] == 2 and "is `async def`, and was not" in shown["params"]["message"]
+    assert "(this file does at line 12)" in shown["params"]["message"]
