@@ -566,27 +566,66 @@ def follow_tabs(shown: str, code: str, spec: LanguageSpec) -> str:
 
     A model trained on Python writes four spaces a level whatever it is shown (`\tdef f():` came back with its
     body in `\t    `), so the file's tab lines and the answer's space lines ended up side by side. Each line's
-    spaces become a tab per level of the answer's unit (the fewest spaces any line is indented by: 2, 4 or 8);
-    spaces past a whole level stay, as alignment. Every line scales alike, so the blocks nest as they did. Lines
-    that begin inside a string or a comment keep their whitespace (a string's is its data), and so does every
-    line unless the code shown is indented in tabs alone (a file that indents by a tab and then spaces, `\t    `,
-    keeps its way) and the answer in spaces alone: where it copied some lines with their tabs and wrote others
-    in spaces, which spaces match which tabs is a guess that, wrong, would nest a Python line in another block."""
+    spaces become a tab per level of the answer's unit (the fewest spaces any line of code is indented by: 2, 4
+    or 8); spaces past a whole level stay, as alignment. Every line scales alike, so the blocks nest as they did.
+    Lines that begin inside a string keep their whitespace (a string's is its data), but for a Python docstring's
+    and a block comment's in spaces alone: those follow the code (until the forty-fourth session a docstring the
+    coder wrote came out as `\t\t\"\"\"` over `\t    Args:`, its text left of its quotes where a tab is 8
+    columns wide, and a block comment's ` * ` lines stayed in spaces under their tabbed `/**`). Every line keeps
+    its whitespace unless the code shown is indented in tabs alone (a file that indents by a tab and then spaces,
+    `\t    `, keeps its way) and the answer in spaces alone: where it copied some lines with their tabs and wrote
+    others in spaces, which spaces match which tabs is a guess that, wrong, would nest a Python line in another
+    block."""
     skip = lines_inside_strings(shown, spec, STRING_OR_COMMENT)
     shown_indents = [_leading(line) for i, line in enumerate(shown.split("\n")) if line.strip() and i not in skip]
     if not any(shown_indents) or any(ws.strip("\t") for ws in shown_indents):  # none, or some not in tabs alone
         return code
-    skip = lines_inside_strings(code, spec, STRING_OR_COMMENT)
+    inside = lines_inside_strings(code, spec, STRING_OR_COMMENT)
+    prose = (inside - lines_inside_strings(code, spec)) | docstring_rows(code, spec)  # comments', docstrings'
     lines = lf_lines(code)
-    indents = {i: _leading(line) for i, line in enumerate(lines) if line.strip() and i not in skip}
+    indents = {i: _leading(line) for i, line in enumerate(lines) if line.strip() and i not in inside}
     if any("\t" in ws for ws in indents.values()):
         return code  # some lines in tabs, some in spaces: how many spaces make the model's level is a guess
     unit = min((len(ws) for ws in indents.values() if ws), default=0)
     if unit not in INDENT_UNITS:
         return code
+    indents |= {i: ws for i in prose if i < len(lines) and "\t" not in (ws := _leading(lines[i])) and lines[i].strip()}
     for i, ws in indents.items():
         lines[i] = "\t" * (len(ws) // unit) + " " * (len(ws) % unit) + lines[i][len(ws) :]
     return "".join(lines)
+
+
+def docstring_rows(code: str, spec: LanguageSpec) -> set[int]:
+    """Python: the lines (0-based) that begin inside a docstring (a string alone as the first statement of the
+    module, a class or a function), which is prose that tools read with its common indentation taken off. Empty in
+    other languages."""
+    if spec.name != "python":
+        return set()
+    rows: set[int] = set()
+    stack = [parse(code.encode("utf-8"), spec).root_node]
+    while stack:
+        node = stack.pop()
+        if node.type == "expression_statement":
+            parent = node.parent
+            first = next((c for c in parent.named_children if c.type != "comment"), None) if parent else None
+            owner = parent.type == "module" or (
+                parent.type == "block" and parent.parent is not None and parent.parent.type in DOCSTRING_OWNERS
+            )
+            if (
+                owner
+                and first is not None
+                and first.start_byte == node.start_byte
+                and node.named_child_count == 1
+                and node.named_children[0].type == "string"
+            ):
+                string = node.named_children[0]
+                rows.update(range(string.start_point[0] + 1, string.end_point[0] + 1))
+            continue
+        stack.extend(node.children)
+    return rows
+
+
+DOCSTRING_OWNERS = ("function_definition", "class_definition")
 
 
 def _leading(line: str) -> str:

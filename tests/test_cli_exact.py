@@ -1074,8 +1074,9 @@ def test_an_answer_in_spaces_is_indented_with_tabs_in_a_file_indented_with_tabs(
     result = run(str(path), "-f", "A.f", "-i", scripted((shown, answer)), "--apply")
     assert result.exit_code == 0, result.output
     assert path.read_text() == (
-        # (the docstring's lines get back the tab every line of the method was shown without)
-        'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t  two spaces: the docstring\'s own\n\t    """\n'
+        # (the docstring's lines get back the tab every line of the method was shown without, and follow the code:
+        # its closing quotes a level in, in a tab; two spaces are less than a level, and stay)
+        'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t  two spaces: the docstring\'s own\n\t\t"""\n'
         "\t\tif not xs:\n\t\t\treturn 0\n\t\treturn sum(xs)\n"
     )
 
@@ -1092,12 +1093,28 @@ def test_an_answer_in_spaces_is_indented_with_tabs_in_a_file_indented_with_tabs(
         ("x.py", "X = 1\n", "X = 2\n", None),
         # Lines copied with their tabs beside new ones in spaces: which spaces make a tab is a guess, left alone.
         ("x.py", "def f(x):\n\tif x:\n\t\treturn 1\n", "def f(x):\n\tif x:\n\t\treturn 1\n    return 2\n", None),
-        # A block comment's lines are aligned to its opening, not indented.
+        # A block comment's lines follow the code, a space past it as written: ` * b` stays under its `/*` whatever
+        # a tab's width (until the forty-fourth session it kept five spaces under `\t/*`).
         (
             "x.c",
             "int f() {\n\treturn 1;\n}\n",
             "int f() {\n    /* a\n     * b */\n    return 2;\n}\n",
-            "int f() {\n\t/* a\n     * b */\n\treturn 2;\n}\n",
+            "int f() {\n\t/* a\n\t * b */\n\treturn 2;\n}\n",
+        ),
+        # A Python docstring's lines follow the code (the coder's `Args:` was left of its quotes where a tab is 8
+        # columns wide); a string that is data keeps its spaces; a docstring's line already in a tab is left alone.
+        (
+            "x.py",
+            "def f(x):\n\treturn x\n",
+            'def f(x):\n    """\n    Args:\n        x: a value.\n    """\n'
+            '    s = """\n    data\n    """\n    return x\n',
+            'def f(x):\n\t"""\n\tArgs:\n\t\tx: a value.\n\t"""\n\ts = """\n    data\n    """\n\treturn x\n',
+        ),
+        (
+            "x.py",
+            "class A:\n\tdef f(self):\n\t\treturn 1\n",
+            'class A:\n    """A.\n\n    More.\n\t  tabbed\n    """\n    def f(self):\n        return 2\n',
+            'class A:\n\t"""A.\n\n\tMore.\n\t  tabbed\n\t"""\n\tdef f(self):\n\t\treturn 2\n',
         ),
     ],
 )

@@ -685,23 +685,24 @@ def test_a_method_whose_string_holds_a_character_python_breaks_lines_at_streams_
 
 
 def test_a_docstring_streams_into_a_tab_indented_file_only_once_closed(make_client):
-    """The lines after a docstring's opening quotes may be its own text (kept as written) or code (in tabs): the
-    parse of a partial answer cannot tell, so they wait for the closing quotes."""
+    """The lines after a docstring's opening quotes may be its own text or code: the parse of a partial answer cannot
+    tell, so they wait for the closing quotes (a docstring's lines then follow the code into tabs, a string's keep
+    their spaces)."""
     text = 'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t\t"""\n\t\treturn sum(xs)\n'
     shown = 'def f(self, xs):\n\t"""Sum.\n\t"""\n\treturn sum(xs)'
     answer = 'def f(self, xs):\n    """Sum.\n  two spaces: the docstring\'s own\n    more of it\n    """\n'
     answer += "    if not xs:\n        return 0\n    return sum(xs)"
-    final = 'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t  two spaces: the docstring\'s own\n\t    more of it\n'
-    final += '\t    """\n\t\tif not xs:\n\t\t\treturn 0\n\t\treturn sum(xs)\n'
+    final = 'class A:\n\tdef f(self, xs):\n\t\t"""Sum.\n\t  two spaces: the docstring\'s own\n\t\tmore of it\n'
+    final += '\t\t"""\n\t\tif not xs:\n\t\t\treturn 0\n\t\treturn sum(xs)\n'
     streams_as(make_client, "file:///work/tabs.py", text, shown, answer, final, 1)
 
 
 def test_a_block_comment_streams_into_a_tab_indented_file_only_once_closed(make_client):
-    """A block comment's lines are aligned to its opening, kept as written; before `*/` they cannot be told from
-    code, which goes into tabs."""
+    """A block comment's lines are aligned to its opening (a tab, and the space before `*`); before `*/` they cannot
+    be told from code."""
     text = "int f(void) {\n\treturn 1;\n}\n"
     answer = "int f(void) {\n    /* a\n     * b\n     * c */\n    if (g())\n        return 3;\n    return 2;\n}"
-    final = "int f(void) {\n\t/* a\n     * b\n     * c */\n\tif (g())\n\t\treturn 3;\n\treturn 2;\n}\n"
+    final = "int f(void) {\n\t/* a\n\t * b\n\t * c */\n\tif (g())\n\t\treturn 3;\n\treturn 2;\n}\n"
     streams_as(make_client, "file:///work/tabs.c", text, text.rstrip("\n"), answer, final, 0, character=5, language="c")
 
 
@@ -711,7 +712,7 @@ def test_a_doc_comment_naming_code_streams_into_a_tab_indented_file_only_once_cl
     text = "function total(xs) {\n\treturn xs.length;\n}\n"
     answer = "function total(xs) {\n    /**\n     * The count of `xs`.\n     * Never negative.\n     */\n"
     answer += "    if (!xs)\n        return 0;\n    return xs.length;\n}"
-    final = "function total(xs) {\n\t/**\n     * The count of `xs`.\n     * Never negative.\n     */\n"
+    final = "function total(xs) {\n\t/**\n\t * The count of `xs`.\n\t * Never negative.\n\t */\n"
     final += "\tif (!xs)\n\t\treturn 0;\n\treturn xs.length;\n}\n"
     streams_as(make_client, "file:///work/tabs.js", text, text.rstrip("\n"), answer, final, 0, character=10,
                language="javascript")  # fmt: skip
