@@ -339,6 +339,39 @@ def _judged(answer: str, spec: LanguageSpec, target: Definition, existing: set[s
     return refused, [n for n in others if n not in refused]
 
 
+def file_gap(text: str, first_line: int, last_line: int) -> int:
+    """How many blank lines the file puts between the definition on lines `first_line`-`last_line` (1-based) and
+    the code above it, or, where none, below it: the gap its definitions keep (two in PEP 8's Python, one between
+    methods). 0 where it has none either side."""
+    lines = text.split("\n")
+
+    def blanks(rows) -> int:
+        for n, row in enumerate(rows):
+            if lines[row].strip():
+                return n
+        return 0  # blank up to the file's edge: no gap to go by
+
+    return blanks(range(first_line - 2, -1, -1)) or blanks(range(last_line, len(lines)))
+
+
+def spaced_as_file(answer: str, spec: LanguageSpec, gap: int) -> str:
+    """The answer with `gap` blank lines between its top-level definitions where only blank lines (or none)
+    separate them: a helper the model writes beside the function gets the file's spacing (the coder put one blank
+    line between a new helper and the function in a file that keeps two, which linters flag). Nothing changes when
+    `gap` is 0 or the answer holds one definition."""
+    if gap < 1:
+        return answer
+    top = top_level_definitions(answer.encode("utf-8"), spec)
+    if len(top) < 2:
+        return answer
+    lines = lf_lines(answer)
+    for before, after in reversed(list(zip(top, top[1:], strict=False))):
+        between = lines[before.end_line : after.line - 1]
+        if all(not line.strip() for line in between) and len(between) != gap:
+            lines[before.end_line : after.line - 1] = ["\n"] * gap
+    return "".join(lines)
+
+
 def defines_nothing(code: str, answer: str, spec: LanguageSpec) -> bool:
     """Whether the answer holds no definition where the code it rewrites (read the same way, on its own) holds
     one: written, it would take the definition out of the file. In every language, a definition that cannot be
@@ -1099,6 +1132,8 @@ class Rewriter:
         code = unwrap_enclosing_class(code, target.containers)
         code, left_out = cut_copies(code, spec, target, existing)
         extra, helpers = _judged(code, spec, target, existing)
+        if helpers:
+            code = spaced_as_file(code, spec, file_gap(job.source.text, target.line, target.end_line))
         shown = dedent(job.region, job.indent)
         code = indented_as_shown(shown, code, spec)
         new_region = indent_lines(code.rstrip("\n") + "\n", job.indent)

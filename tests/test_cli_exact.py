@@ -1164,3 +1164,27 @@ def test_a_function_made_async_is_written_with_a_note_naming_the_calls_that_do_n
     as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", unchanged, "--json"])
     answer = json.loads(as_json.stdout)
     assert answer["async_change"] == "" and answer["async_calls"] == [] and answer["warnings"] == []
+
+
+def test_a_helper_the_answer_writes_beside_the_function_gets_the_file_s_spacing(tmp_path, scripted_model):
+    """Asked to split `total`, the coder wrote its helper one blank line above it, in a file that keeps two between
+    functions (PEP 8; linters flag the one). Between methods, the class's one."""
+    path = tmp_path / "split.py"
+    path.write_text(TWO)
+    split = scripted(("def total(xs):", "def add(s, x):\n    return s + x\ndef total(xs):"))
+    assert run(str(path), "-f", "total", "-i", split, "--apply").exit_code == 0
+    assert (
+        "        self.w, self.h = w, h\n\n\ndef add(s, x):\n    return s + x\n\n\ndef total(xs):\n" in path.read_text()
+    )
+    path.write_text(TWO)
+    after = scripted(("    return s", "    return s\n\n\n\n\ndef add(s, x):\n    return s + x"))
+    assert run(str(path), "-f", "total", "-i", after, "--apply").exit_code == 0
+    assert path.read_text().endswith("    return s\n\n\ndef add(s, x):\n    return s + x\n")
+    rect = "class Rect:\n    def __init__(self, w, h):\n        self.w, self.h = w, h\n\n"
+    rect += "    def area(self):\n        return 1\n"
+    path.write_text(rect)
+    method = scripted(("def area(self):", "def _check(self):\n    pass\n\n\n\ndef area(self):"))
+    assert run(str(path), "-f", "Rect.area", "-i", method, "--apply").exit_code == 0
+    assert path.read_text().endswith(
+        "= w, h\n\n    def _check(self):\n        pass\n\n    def area(self):\n        return 1\n"
+    )
