@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import calls, names, prompts, pysource
+from . import calls, names, promises, prompts, pysource
 from .decoding import PREFIX_CACHE_MB, Decoder
 from .engine import Round, Stats
 from .locate import (
@@ -708,7 +708,7 @@ class RewriteResult:
     early_names: list[str] = field(default_factory=list)  # Python: names its signatures read before they are bound
     bad_calls: list[str] = field(default_factory=list)  # Python: calls of the file's own functions they cannot take
     parameter_changes: list[str] = field(default_factory=list)  # Python: how its callers' calls stop fitting
-    async_change: str = ""  # Python: "async" when the rewrite made the function `async def`, "sync" the other way
+    async_change: str = ""  # Python, JS, TS: "async" when the rewrite made the function async, "sync" the other way
     async_calls: list[int] = field(default_factory=list)  # then the lines of the new file whose calls no longer fit
     renamed_to: str = ""  # the definition's new name, where the answer renamed it
     renamed_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use the old name
@@ -821,15 +821,20 @@ class RewriteResult:
             if lines
             else "this file does nowhere"
         )
+        python = self.language == "python"
+        keyword = "async def" if python else "async"
         if self.async_change == "async":
-            return (
-                f"the new {self.target.name} is `async def`, and was not: a call that does not await it gets a "
-                f"coroutine, not its result, and the function does not run ({here}); await its calls, here and in "
-                "other files, or ask again without making it async"
+            gets = (
+                "a coroutine, not its result, and the function does not run" if python else "a Promise, not its result"
             )
+            return (
+                f"the new {self.target.name} is `{keyword}`, and was not: a call that does not await it gets {gets} "
+                f"({here}); await its calls, here and in other files, or ask again without making it async"
+            )
+        fails = "a call that awaits it, or hands it to asyncio, fails" if python else "`.then()` on its result fails"
         return (
-            f"the new {self.target.name} is no longer `async def`: a call that awaits it, or hands it to asyncio, "
-            f"fails when it runs ({here}); change its calls, here and in other files"
+            f"the new {self.target.name} is no longer `{keyword}`: {fails} when it runs ({here}); change its calls, "
+            "here and in other files"
         )
 
     def wildcard_note(self) -> str | None:
@@ -1183,11 +1188,10 @@ class Rewriter:
             if function
             else []
         )
-        async_change = calls.async_change(job.region, new_region, names_in) if function else ""
-        async_calls = (
-            calls.coroutine_misuses(new_text, names_in[1], lines[1], bool(target.containers), async_change == "async")
-            if async_change and lines
-            else []
+        async_change, async_calls = (
+            self._async_change(job, new_region, new_text, names_in, start_char, imports_at[1])
+            if not errors
+            else ("", [])
         )
         return RewriteResult(
             source=job.source,
@@ -1223,6 +1227,29 @@ class Rewriter:
             renamed_uses=sorted({line for _, line in uses}),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
         )
+
+    @staticmethod
+    def _async_change(
+        job: _Job, new_region: str, new_text: str, names_in: tuple[str, str], start_char: int, imports: str
+    ) -> tuple[str, list[int]]:
+        """Whether the rewrite made its function async ("async") or an async one ordinary ("sync"), and the lines of
+        the new file whose calls of it no longer fit (Python: editspec.calls; JavaScript, TypeScript:
+        editspec.promises). ("", []) in other languages, for a class, or where the new file does not parse."""
+        target, spec = job.target, job.spec
+        if target.kind in CLASS_LIKE:
+            return "", []
+        first = job.source.text.count("\n", 0, start_char) + 1 + imports.count("\n")
+        last = first + new_region.rstrip("\n").count("\n")
+        method = bool(target.containers)
+        if spec.name == "python":
+            change = calls.async_change(job.region, new_region, names_in)
+            if change:
+                return change, calls.coroutine_misuses(new_text, names_in[1], (first, last), method, change == "async")
+        else:
+            change = promises.async_change(job.region, new_region, spec)
+            if change:
+                return change, promises.promise_misuses(new_text, spec, names_in[1], first, method, change == "async")
+        return "", []
 
     @staticmethod
     def _python_lines(

@@ -1188,3 +1188,22 @@ def test_a_helper_the_answer_writes_beside_the_function_gets_the_file_s_spacing(
     assert path.read_text().endswith(
         "= w, h\n\n    def _check(self):\n        pass\n\n    def area(self):\n        return 1\n"
     )
+
+
+def test_a_typescript_function_made_async_is_written_with_a_note(tmp_path, scripted_model):
+    """Asked to "Make it async.", the coder made `total` async and the file's `total: ${total(items)}` then held
+    "[object Promise]": neither the parser nor TypeScript's compiler says a word."""
+    path = tmp_path / "cart.ts"
+    path.write_text(
+        "export function total(xs: number[]): number {\n  return xs.length;\n}\n\n"
+        "export function report(xs: number[]): string {\n  return `total: ${total(xs)}`;\n}\n"
+    )
+    made_async = scripted(("export function total(xs: number[]): number", "export async function total(xs: number[])"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", made_async, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    answer = json.loads(as_json.stdout)
+    assert answer["async_change"] == "async" and answer["async_calls"] == [6]
+    assert answer["warnings"] == [
+        "the new total is `async`, and was not: a call that does not await it gets a Promise, not its result (this "
+        "file does at line 6); await its calls, here and in other files, or ask again without making it async"
+    ]
