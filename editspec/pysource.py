@@ -33,3 +33,41 @@ def compile_error(text: str) -> str | None:
         except (ValueError, RecursionError, MemoryError) as e:
             return f"{type(e).__name__}: {e}"
     return None
+
+
+def _statements(region: str) -> tuple[list[ast.stmt], int] | None:
+    """The statements at a definition region's own level (whole lines, indented as in the file), and how many lines
+    were put above it to parse it; None when it does not parse."""
+    lead = "if 1:\n" if region[:1].isspace() else ""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        try:
+            tree = ast.parse(lead + region)
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            return None
+    body = tree.body[0].body if lead and tree.body and isinstance(tree.body[0], ast.If) else tree.body
+    return body, lead.count("\n")
+
+
+def loose_statements(old_region: str, new_region: str) -> list[tuple[int, str]]:
+    """The statements a rewrite's answer puts beside the definition at its level that are neither a definition nor
+    an import (`logging.basicConfig(...)` above a function asked to log): they run when the module is loaded (or the
+    class defined), not when the function is called. Those the old region held already are not counted. Each as
+    (its first line in the new region, 1-based; that line's text, stripped). Empty when a region does not parse."""
+    new = _statements(new_region)
+    old = _statements(old_region)
+    if new is None or old is None:
+        return []
+    kept = {ast.dump(s) for s in old[0]}
+    found = []
+    lines = new_region.split("\n")
+    for s in new[0]:
+        if isinstance(s, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef | ast.Import | ast.ImportFrom):
+            continue
+        if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
+            continue  # a string alone: a comment's way
+        if ast.dump(s) in kept:
+            continue
+        row = s.lineno - new[1]
+        found.append((row, lines[row - 1].strip()))
+    return found

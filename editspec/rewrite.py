@@ -710,6 +710,7 @@ class RewriteResult:
     parameter_changes: list[str] = field(default_factory=list)  # Python: how its callers' calls stop fitting
     async_change: str = ""  # Python, JS, TS: "async" when the rewrite made the function async, "sync" the other way
     async_calls: list[int] = field(default_factory=list)  # then the lines of the new file whose calls no longer fit
+    loose_code: list[str] = field(default_factory=list)  # Python: statements the answer put beside the function
     renamed_to: str = ""  # the definition's new name, where the answer renamed it
     renamed_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use the old name
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
@@ -837,6 +838,20 @@ class RewriteResult:
             "here and in other files"
         )
 
+    def loose_note(self) -> str | None:
+        """What to tell the user of statements the answer put beside the function at its level, neither a definition
+        nor an import: they run when the module is loaded (or the class defined), not when the function is called
+        (asked to add logging, the coder wrote `logging.basicConfig(level=logging.WARNING)` above the function,
+        which sets up the logging of every program that imports the module)."""
+        if not self.loose_code:
+            return None
+        when = "the class is defined" if self.target.containers else "the module is loaded"
+        listed = "; ".join(self.loose_code[:3]) + ("; ..." if len(self.loose_code) > 3 else "")
+        return (
+            f"the rewrite adds code beside {self.target.name} that runs when {when}, not when "
+            f"{self.target.simple_name} is called ({listed}): check that it belongs there"
+        )
+
     def wildcard_note(self) -> str | None:
         """What to tell the user of an import the rewrite added that binds every public name of a module (Python's
         `from typing import *`, which the coder wrote once in a batch adding type hints): it can hide a name the file
@@ -879,6 +894,7 @@ class RewriteResult:
             self.rename_note(),
             self.parameters_note(),
             self.async_note(),
+            self.loose_note(),
             self.wildcard_note(),
         )
         return [note for note in notes if note]
@@ -933,6 +949,7 @@ class RewriteResult:
             "parameter_changes": self.parameter_changes,
             "async_change": self.async_change,
             "async_calls": self.async_calls,
+            "loose_code": self.loose_code,
             "renamed_to": self.renamed_to or None,
             "renamed_uses": self.renamed_uses,
             "imports": self.imports,
@@ -1193,6 +1210,14 @@ class Rewriter:
             if not errors
             else ("", [])
         )
+        loose = (
+            [
+                f"line {lines[1][0] + row - 1}: `{_clipped(text)}`"
+                for row, text in pysource.loose_statements(job.region, new_region)
+            ]
+            if lines and target.kind not in CLASS_LIKE
+            else []
+        )
         return RewriteResult(
             source=job.source,
             language=spec.name,
@@ -1223,6 +1248,7 @@ class Rewriter:
             parameter_changes=parameter_changes,
             async_change=async_change,
             async_calls=async_calls,
+            loose_code=loose,
             renamed_to=renamed,
             renamed_uses=sorted({line for _, line in uses}),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),

@@ -495,6 +495,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "parameter_changes": result.parameter_changes,
             "async_change": result.async_change,
             "async_calls": result.async_calls,
+            "loose_code": result.loose_code,
             "renamed_to": result.renamed_to or None,
             "renamed_uses": result.renamed_uses,
             "stats": s.summary(),

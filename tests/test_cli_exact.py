@@ -1207,3 +1207,27 @@ def test_a_typescript_function_made_async_is_written_with_a_note(tmp_path, scrip
         "the new total is `async`, and was not: a call that does not await it gets a Promise, not its result (this "
         "file does at line 6); await its calls, here and in other files, or ask again without making it async"
     ]
+
+
+def test_code_the_answer_puts_beside_the_function_is_written_with_a_note(tmp_path, scripted_model):
+    """Asked to add logging, the coder wrote `logging.basicConfig(level=logging.WARNING)` above the function: it
+    runs when the module is imported and sets up the logging of every program that imports it, without a word."""
+    path = tmp_path / "loose.py"
+    path.write_text(TWO)
+    logged = scripted(("def total(xs):", "logging.basicConfig(level=logging.WARNING)\n\n\ndef total(xs):"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "total", "-i", logged, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    answer = json.loads(as_json.stdout)
+    assert answer["loose_code"] == ["line 9: `logging.basicConfig(level=logging.WARNING)`"]
+    assert (
+        "the rewrite adds code beside total that runs when the module is loaded, not when total is called (line 9: "
+        "`logging.basicConfig(level=logging.WARNING)`): check that it belongs there" in answer["warnings"]
+    )
+    # a method's: when its class is defined; a helper, an import, a string alone: none
+    path.write_text("class A:\n    def f(self):\n        return 1\n")
+    cached = scripted(("def f(self):", "cache = {}\n\ndef f(self):"))
+    answer = json.loads(CliRunner().invoke(main, ["rewrite", str(path), "-f", "A.f", "-i", cached, "--json"]).stdout)
+    assert answer["loose_code"] == ["line 2: `cache = {}`"] and "when the class is defined" in answer["warnings"][0]
+    helper = scripted(("def f(self):", 'import os\n"""A note."""\ndef g(self):\n    return 2\n\ndef f(self):'))
+    answer = json.loads(CliRunner().invoke(main, ["rewrite", str(path), "-f", "A.f", "-i", helper, "--json"]).stdout)
+    assert answer["loose_code"] == [] and answer["helpers"] == ["g"], answer
