@@ -576,14 +576,15 @@ def restore_header_indent(shown: str, code: str, spec: LanguageSpec) -> str:
     indentation: a region that mixes spaces and tabs (a member's header in two spaces, its body in tabs), or one
     with a string's lines further left. The header then shows indented, and an answer the model wrote from column
     0 landed there in the file, a method at the class's column. Such an answer gets the shown header's indentation
-    on every line that does not begin inside a string (there the whitespace is the string's own), when that
-    indentation and the answer's are all spaces or all tabs."""
+    on every line that does not begin inside a string (there the whitespace is the string's own; a Python
+    docstring's is prose, and follows the code), when that indentation and the answer's are all spaces or all
+    tabs."""
     header = next((line for line in shown.split("\n") if line.strip()), "")
     first = next((line for line in code.split("\n") if line.strip()), "")
     want = _leading(header)
     if not want or not first or first[0] in " \t":
         return code
-    inside = lines_inside_strings(code, spec)
+    inside = lines_inside_strings(code, spec) - docstring_rows(code, spec)
     lines = lf_lines(code)
     shifted = [i for i, line in enumerate(lines) if line.strip() and i not in inside]
     if len(set(want + "".join(_leading(lines[i]) for i in shifted))) > 1:

@@ -1045,6 +1045,13 @@ def test_characters_python_alone_breaks_lines_at_stay_inside_their_line(tmp_path
             'def f(self):\n    text = """\nhello\n"""\n    return text\n',
             '    def f(self):\n        text = """\nhello\n"""\n        return text\n',
         ),
+        # A docstring the model wrote from column 0 too follows the code (its text stayed left of its quotes).
+        (
+            "x.py",
+            '    def f(self):\n        s = """\nhello\n"""\n        return s\n',
+            'def f(self):\n    """Doc.\n\n    More.\n    """\n    return """\nhello\n"""\n',
+            '    def f(self):\n        """Doc.\n\n        More.\n        """\n        return """\nhello\n"""\n',
+        ),
         # The header in spaces, the answer in tabs: a prefix would move the tab stops; left as written.
         ("x.py", "  def f(x):\n\treturn x\n", "def f(x):\n\treturn x\n", "def f(x):\n\treturn x\n"),
         # A heredoc's body starts its first line: that line is the string's too.
