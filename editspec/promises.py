@@ -20,37 +20,54 @@ VALUE_TAKERS = ("String", "Number", "Boolean", "parseInt", "parseFloat", "log", 
 THEN = ("then", "catch", "finally")
 
 
-def _first_function(node):
-    """The first function node of a definition's parse, in source order (the definition itself: `export`,
-    `const f =` and a class body's method wrap it), or None, also for a generator."""
+def _function(node, data: bytes, name: str):
+    """The function node of a definition's parse that is named `name` (a helper may come before it: `function
+    helper`, `const f = async () =>`, a method), else the first, in source order; None when there is none or it is
+    a generator."""
+    found = []
     stack = [node]
     while stack:
         n = stack.pop()
-        if n.type in GENERATORS:
-            return None
-        if n.type in FUNCTIONS:
-            return None if any(c.type == "*" for c in n.children) else n
+        if n.type in GENERATORS or n.type in FUNCTIONS:
+            found.append(n)
+            continue
         stack.extend(reversed(n.children))
-    return None
+    named = [n for n in found if _own_name(n, data) == name]
+    fn = (named or found or [None])[0]
+    if fn is None or fn.type in GENERATORS or any(c.type == "*" for c in fn.children):
+        return None
+    return fn
 
 
-def is_async(code: str, spec: LanguageSpec) -> bool | None:
-    """Whether the definition in `code` (one definition's region, or an answer) is an async function; None when it
-    holds none that can be read, or a generator. A method is read inside a class of its own."""
-    tree = parse(code.encode("utf-8"), spec)
+def _own_name(fn, data: bytes) -> str:
+    """A function node's name: its own, or the variable or field it is assigned to (`const f = () =>`)."""
+    name = fn.child_by_field_name("name")
+    if name is None and fn.parent is not None and fn.parent.type in ("variable_declarator", "public_field_definition"):
+        name = fn.parent.child_by_field_name("name")
+    return "" if name is None else _name(name, data)
+
+
+def is_async(code: str, spec: LanguageSpec, name: str = "") -> bool | None:
+    """Whether the definition in `code` (one definition's region, or an answer) is an async function (the one named
+    `name` where there are several); None when it holds none that can be read, or a generator. A method is read
+    inside a class of its own."""
+    data = code.encode("utf-8")
+    tree = parse(data, spec)
     if tree.root_node.has_error:
-        tree = parse(("class _ {\n" + code + "\n}\n").encode("utf-8"), spec)
+        data = ("class _ {\n" + code + "\n}\n").encode("utf-8")
+        tree = parse(data, spec)
         if tree.root_node.has_error:
             return None
-    fn = _first_function(tree.root_node)
+    fn = _function(tree.root_node, data, name)
     return None if fn is None else any(c.type == "async" for c in fn.children)
 
 
-def async_change(old_region: str, new_region: str, spec: LanguageSpec) -> str:
-    """ "async" when the rewrite made the function async, "sync" the other way, "" when neither or it cannot be told."""
+def async_change(old_region: str, new_region: str, spec: LanguageSpec, names: tuple[str, str] = ("", "")) -> str:
+    """ "async" when the rewrite made the function async, "sync" the other way, "" when neither or it cannot be told.
+    `names`: the function's name in each region (the second differs when the rewrite renamed it)."""
     if spec.name not in LANGUAGES:
         return ""
-    was, now = is_async(old_region, spec), is_async(new_region, spec)
+    was, now = is_async(old_region, spec, names[0]), is_async(new_region, spec, names[1])
     if was is None or now is None or was == now:
         return ""
     return "async" if now else "sync"

@@ -1273,7 +1273,7 @@ class Rewriter:
             if change:
                 return change, calls.coroutine_misuses(new_text, names_in[1], (first, last), method, change == "async")
         else:
-            change = promises.async_change(job.region, new_region, spec)
+            change = promises.async_change(job.region, new_region, spec, names_in)
             if change:
                 return change, promises.promise_misuses(new_text, spec, names_in[1], first, method, change == "async")
         return "", []

@@ -20,6 +20,11 @@ def test_which_definitions_are_async():
     assert async_change("async function f() {}\n", "function f() {}\n", TS) == "sync"
     assert async_change("function f() {}\n", "function g() {}\n", TS) == ""
     assert async_change("def f():\n    pass\n", "async def f():\n    pass\n", language_for("x.py")) == ""
+    # the named function, not a helper the answer wrote before it
+    helper_first = "async function g() {}\nconst f = () => 1;\n"
+    assert async_change("const f = () => 1;\n", helper_first, JS, ("f", "f")) == ""
+    assert async_change("const f = () => 1;\n", helper_first, JS) == "async"
+    assert async_change("function f() {}\n", "function h() {}\nconst f = async () => 1;\n", JS, ("f", "f")) == "async"
 
 
 def test_the_calls_that_no_longer_fit():
