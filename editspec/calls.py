@@ -361,8 +361,9 @@ RUNNERS = frozenset(
         "as_completed Task"
     ).split()
 )
-# What a call can sit in on its way to an `await` or a runner's arguments: `gather(*[f(x) for x in xs])`.
-_CARRIERS = (ast.Starred, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.GeneratorExp)
+# What a call can sit in on its way to an `await` or a function's arguments: `gather(*[f(x) for x in xs])`,
+# `wait_for(fut=f(x), ...)`.
+_CARRIERS = (ast.Starred, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetComp, ast.GeneratorExp, ast.keyword)
 _BUILTINS = frozenset(dir(builtins))
 
 

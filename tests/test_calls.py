@@ -170,7 +170,7 @@ def test_a_function_made_async_or_not_and_the_calls_that_no_longer_fit():
         "    b = await asyncio.gather(*[total(x) for x in [[1]]])\n"
         "    asyncio.run(total([2]))\n"
         "    loop.run_until_complete(total([3]))\n"
-        "    group.start_soon_with(total([5]))\n"  # 9: handed to a wrapper, which may await it
+        "    group.start_soon_with(coro=total([5]))\n"  # 9: handed to a wrapper (by name), which may await it
         "    return [y for y in total([4])]\n"  # 10: iterated, not awaited
         "async def total(xs):\n"
         "    return totals(1)\n"
