@@ -8,7 +8,10 @@ Only what can be told from the file: functions defined once at the module's top 
 by their bare name where nothing else binds that name; methods defined once in a class body (undecorated, or a
 `staticmethod` or `classmethod`), called as `self.NAME(...)` from a method of the same class. A call that passes
 `*args` or `**kwargs` is not judged, nor a file that does not parse. Only calls the rewrite brought in count: one
-that did not fit before is the file's business."""
+that did not fit before is the file's business.
+
+Also the calls that no longer fit a function the rewrite made `async def`, or made an ordinary function again
+(`async_change`, `coroutine_misuses`; editspec.promises does the same for JavaScript and TypeScript)."""
 
 from __future__ import annotations
 
@@ -282,12 +285,10 @@ def calls_brought_in(old_text: str, new_text: str) -> list[Mismatch]:
 def _region_function(region: str, name: str = "") -> Function | None:
     """The function a definition's region (whole lines, decorators included, indented as in the file) holds: the
     one named `name` when there is one (an answer may put a helper before it), else the first."""
-    try:
-        tree = ast.parse("if 1:\n" + region if region[:1].isspace() else region)
-    except (SyntaxError, ValueError):
+    parsed = pysource.region_statements(region)
+    if parsed is None:
         return None
-    body = tree.body[0].body if tree.body and isinstance(tree.body[0], ast.If) else tree.body
-    functions = [n for n in body if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
+    functions = [n for n in parsed[0] if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)]
     return next((n for n in functions if n.name == name), functions[0] if functions else None)
 
 

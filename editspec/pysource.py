@@ -35,7 +35,7 @@ def compile_error(text: str) -> str | None:
     return None
 
 
-def _statements(region: str) -> tuple[list[ast.stmt], int] | None:
+def region_statements(region: str) -> tuple[list[ast.stmt], int] | None:
     """The statements at a definition region's own level (whole lines, indented as in the file), and how many lines
     were put above it to parse it; None when it does not parse."""
     lead = "if 1:\n" if region[:1].isspace() else ""
@@ -54,8 +54,8 @@ def loose_statements(old_region: str, new_region: str) -> list[tuple[int, str]]:
     an import (`logging.basicConfig(...)` above a function asked to log): they run when the module is loaded (or the
     class defined), not when the function is called. Those the old region held already are not counted. Each as
     (its first line in the new region, 1-based; that line's text, stripped). Empty when a region does not parse."""
-    new = _statements(new_region)
-    old = _statements(old_region)
+    new = region_statements(new_region)
+    old = region_statements(old_region)
     if new is None or old is None:
         return []
     kept = {ast.dump(s) for s in old[0]}
