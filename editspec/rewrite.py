@@ -603,7 +603,8 @@ def follow_tabs(shown: str, code: str, spec: LanguageSpec) -> str:
     spaces become a tab per level of the answer's unit (the fewest spaces any line of code is indented by: 2, 4
     or 8); spaces past a whole level stay, as alignment. Every line scales alike, so the blocks nest as they did.
     Lines that begin inside a string keep their whitespace (a string's is its data), but for a Python docstring's
-    and a block comment's in spaces alone: those follow the code (until the forty-fourth session a docstring the
+    and a block comment's in spaces alone and not copied as they are from the code shown (a file may align its
+    comments in spaces): those follow the code (until the forty-fourth session a docstring the
     coder wrote came out as `\t\t\"\"\"` over `\t    Args:`, its text left of its quotes where a tab is 8
     columns wide, and a block comment's ` * ` lines stayed in spaces under their tabbed `/**`). Every line keeps
     its whitespace unless the code shown is indented in tabs alone (a file that indents by a tab and then spaces,
@@ -623,7 +624,13 @@ def follow_tabs(shown: str, code: str, spec: LanguageSpec) -> str:
     unit = min((len(ws) for ws in indents.values() if ws), default=0)
     if unit not in INDENT_UNITS:
         return code
-    indents |= {i: ws for i in prose if i < len(lines) and "\t" not in (ws := _leading(lines[i])) and lines[i].strip()}
+    copied = set(shown.split("\n"))  # a comment's line the file has in spaces, copied as it is, stays so
+    indents |= {
+        i: ws
+        for i in prose
+        if i < len(lines) and lines[i].strip() and "\t" not in (ws := _leading(lines[i]))
+        if lines[i].rstrip("\n") not in copied
+    }
     for i, ws in indents.items():
         lines[i] = "\t" * (len(ws) // unit) + " " * (len(ws) % unit) + lines[i][len(ws) :]
     return "".join(lines)

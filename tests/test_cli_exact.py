@@ -1108,6 +1108,13 @@ def test_an_answer_in_spaces_is_indented_with_tabs_in_a_file_indented_with_tabs(
             "int f() {\n    /* a\n     * b */\n    return 2;\n}\n",
             "int f() {\n\t/* a\n\t * b */\n\treturn 2;\n}\n",
         ),
+        # ... but not a comment's line the file aligns in spaces, copied as it is (the Linux headers' way).
+        (
+            "x.c",
+            "int f() {\n\t/* a\n           b */\n\treturn 1;\n}\n",
+            "int f() {\n    /* a\n           b */\n    return 2;\n}\n",
+            "int f() {\n\t/* a\n           b */\n\treturn 2;\n}\n",
+        ),
         # A Python docstring's lines follow the code (the coder's `Args:` was left of its quotes where a tab is 8
         # columns wide); a string that is data keeps its spaces; a docstring's line already in a tab is left alone.
         (
