@@ -790,7 +790,7 @@ class RewriteResult:
         TypeError when they run (written all the same: a caller elsewhere may be next to rewrite)."""
         if not self.bad_calls:
             return None
-        listed = "; ".join(self.bad_calls[:4]) + ("; ..." if len(self.bad_calls) > 4 else "")
+        listed = _some(self.bad_calls, 4)
         return (
             f"after this rewrite of {self.target.name}, the file calls its own functions with arguments they do not "
             f"take ({listed}): check the calls before running it"
@@ -823,13 +823,7 @@ class RewriteResult:
         the coder did, and the file's `print(total(items))` then printed a coroutine)."""
         if not self.async_change:
             return None
-        lines = self.async_calls
-        here = (
-            f"this file does at line{'s' * (len(lines) > 1)} {', '.join(map(str, lines[:8]))}"
-            + (f" and {len(lines) - 8} more" if len(lines) > 8 else "")
-            if lines
-            else "this file does nowhere"
-        )
+        here = f"this file does at {_line_list(self.async_calls)}" if self.async_calls else "this file does nowhere"
         python = self.language == "python"
         keyword = "async def" if python else "async"
         if self.async_change == "async":
@@ -854,7 +848,7 @@ class RewriteResult:
         if not self.loose_code:
             return None
         when = "the class is defined" if self.target.containers else "the module is loaded"
-        listed = "; ".join(self.loose_code[:3]) + ("; ..." if len(self.loose_code) > 3 else "")
+        listed = _some(self.loose_code, 3)
         return (
             f"the rewrite adds code beside {self.target.name} that runs when {when}, not when "
             f"{self.target.simple_name} is called ({listed}): check that it belongs there"
@@ -878,12 +872,9 @@ class RewriteResult:
         if not self.renamed_to:
             return None
         old = self.target.simple_name
-        lines = self.renamed_uses
         here = (
-            f"in this file at line{'s' * (len(lines) > 1)} {', '.join(map(str, lines[:8]))}"
-            + (f" and {len(lines) - 8} more" if len(lines) > 8 else "")
-            + " and in any other file that uses it"
-            if lines
+            f"in this file at {_line_list(self.renamed_uses)} and in any other file that uses it"
+            if self.renamed_uses
             else "in any other file that uses it (this file has none)"
         )
         return (
@@ -1199,8 +1190,9 @@ class Rewriter:
         compile_error = pysource.compile_error(new_text) if spec.name == "python" and not errors else None
         if compile_error and pysource.compile_error(job.source.text):
             compile_error = None  # the old file did not compile either (Python 2, newer syntax): not the rewrite's
-        lines = self._python_lines(job, new_region, start_char, imports_at[1]) if not errors else None
-        undefined, early = names.brought_in(job.source.text, lines[0], new_text, lines[1]) if lines else ([], [])
+        lines = self._region_lines(job, new_region, start_char, imports_at[1]) if not errors else None
+        python = spec.name == "python" and lines is not None
+        undefined, early = names.brought_in(job.source.text, lines[0], new_text, lines[1]) if python else ([], [])
         bad_calls = (
             [m.text() for m in calls.calls_brought_in(job.source.text, new_text)]
             if spec.name == "python" and not errors
@@ -1214,16 +1206,14 @@ class Rewriter:
             else []
         )
         async_change, async_calls = (
-            self._async_change(job, new_region, new_text, names_in, start_char, imports_at[1])
-            if not errors
-            else ("", [])
+            self._async_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [])
         )
         loose = (
             [
                 f"line {lines[1][0] + row - 1}: `{_clipped(text)}`"
                 for row, text in pysource.loose_statements(job.region, new_region)
             ]
-            if lines and target.kind not in CLASS_LIKE
+            if python and target.kind not in CLASS_LIKE
             else []
         )
         return RewriteResult(
@@ -1264,7 +1254,7 @@ class Rewriter:
 
     @staticmethod
     def _async_change(
-        job: _Job, new_region: str, new_text: str, names_in: tuple[str, str], start_char: int, imports: str
+        job: _Job, new_region: str, new_text: str, names_in: tuple[str, str], new_lines: tuple[int, int]
     ) -> tuple[str, list[int]]:
         """Whether the rewrite made its function async ("async") or an async one ordinary ("sync"), and the lines of
         the new file whose calls of it no longer fit (Python: editspec.calls; JavaScript, TypeScript:
@@ -1272,27 +1262,25 @@ class Rewriter:
         target, spec = job.target, job.spec
         if target.kind in CLASS_LIKE:
             return "", []
-        first = job.source.text.count("\n", 0, start_char) + 1 + imports.count("\n")
-        last = first + new_region.rstrip("\n").count("\n")
         method = bool(target.containers)
         if spec.name == "python":
             change = calls.async_change(job.region, new_region, names_in)
             if change:
-                return change, calls.coroutine_misuses(new_text, names_in[1], (first, last), method, change == "async")
+                return change, calls.coroutine_misuses(new_text, names_in[1], new_lines, method, change == "async")
         else:
             change = promises.async_change(job.region, new_region, spec, names_in)
             if change:
-                return change, promises.promise_misuses(new_text, spec, names_in[1], first, method, change == "async")
+                return change, promises.promise_misuses(
+                    new_text, spec, names_in[1], new_lines[0], method, change == "async"
+                )
         return "", []
 
     @staticmethod
-    def _python_lines(
+    def _region_lines(
         job: _Job, new_region: str, start_char: int, imports: str
-    ) -> tuple[tuple[int, int], tuple[int, int]] | None:
-        """Python: the region's lines (first, last) in the old text and in the new one (imports the answer added go
-        in above it), for the checks of editspec.names; None in other languages."""
-        if job.spec.name != "python":
-            return None
+    ) -> tuple[tuple[int, int], tuple[int, int]]:
+        """The region's lines (first, last) in the old text and in the new one (imports the answer added go in above
+        it), for the checks of editspec.names, editspec.calls and editspec.promises."""
         old_first = job.source.text.count("\n", 0, start_char) + 1
         new_first = old_first + imports.count("\n")
         return (
@@ -1528,6 +1516,17 @@ def _outside_lost(job: _Job, new_tree, new_data: bytes, new_end: int) -> str:
     if after and new[-len(after) :] != after:
         lost.append(job.data[job.target.own_end : job.target.end])
     return " … ".join(_clipped(" ".join(part.decode("utf-8", "replace").split())) for part in lost if part.strip())
+
+
+def _line_list(lines: list[int], most: int = 8) -> str:
+    """Lines as a note names them: "line 3", "lines 3, 9", "lines 1, ..., 8 and 4 more"."""
+    shown = ", ".join(map(str, lines[:most]))
+    return f"line{'s' * (len(lines) > 1)} {shown}" + (f" and {len(lines) - most} more" if len(lines) > most else "")
+
+
+def _some(items: list[str], most: int) -> str:
+    """The first `most` of `items` as a note lists them, "; ..." after them where there are more."""
+    return "; ".join(items[:most]) + ("; ..." if len(items) > most else "")
 
 
 def _clipped(code: str, most: int = 80) -> str:
