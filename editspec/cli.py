@@ -389,7 +389,7 @@ def rewrite(
         click.echo(result.diff(), nl=False)
     if not quiet:
         err.print(summary_line(result.stats), highlight=False)
-    print_notes(result, quiet)
+    print_notes(result)
     problem = result.problem()
     if problem:
         err.print(f"[yellow]warning: {escape(problem)}[/]", highlight=False, soft_wrap=True)
@@ -415,10 +415,9 @@ def rewrite(
         fail(REFUSED_PREVIEW, EXIT_UNPARSABLE)
 
 
-def print_notes(result, quiet: bool) -> None:
-    """What the user should know about how the answer came about."""
-    if quiet:
-        return
+def print_notes(result) -> None:
+    """What the user should know about how the answer came about: printed with --quiet too (it hides progress,
+    not what is wrong with the code written), as `editspec batch` prints its notes."""
     if result.left_out:
         err.print(f"note: the model went on to write {', '.join(result.left_out)} again; left out", highlight=False)
     for warning in result.warnings():
@@ -455,7 +454,7 @@ def rewrite_several(decoder, source, spec, targets, instruction, opts: dict) -> 
             continue
         except KeyboardInterrupt:
             fail("interrupted; nothing written", EXIT_INTERRUPTED)
-        print_notes(result, quiet)
+        print_notes(result)
         problem = result.problem()
         if problem:
             err.print(f"[yellow]warning: {target.name}: {escape(problem)}[/]", highlight=False, soft_wrap=True)

@@ -733,6 +733,9 @@ def test_a_rewrite_that_reads_a_name_nothing_defines_is_written_with_a_note(two)
     assert result.exit_code == 0, result.output
     assert "return clamp(sum(xs))" in two.read_text()
     assert "note: the new total uses `clamp`, which the file does not define or import" in result.stderr
+    two.write_text(TWO)  # --quiet hides progress, not the notes (as batch mode's --quiet)
+    quiet = run(str(two), "-f", "total", "-i", undefined, "--apply")
+    assert quiet.stderr.startswith("note: the new total uses `clamp`"), quiet.stderr
     as_json = CliRunner().invoke(
         main, ["rewrite", str(two), "-f", "total", "-i", scripted(("clamp", "math.fsum")), "--json"]
     )
