@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import calls, names, promises, prompts, pysource
+from . import calls, hoisting, names, promises, prompts, pysource
 from .decoding import PREFIX_CACHE_MB, Decoder
 from .engine import Round, Stats
 from .locate import (
@@ -719,6 +719,9 @@ class RewriteResult:
     async_change: str = ""  # Python, JS, TS: "async" when the rewrite made the function async, "sync" the other way
     async_calls: list[int] = field(default_factory=list)  # then the lines of the new file whose calls no longer fit
     loose_code: list[str] = field(default_factory=list)  # Python: statements the answer put beside the function
+    unhoisted: str = ""  # JS, TS: "const", "let", "var" or "class" when the rewrite made a function declaration so
+    early_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use it before it runs
+    arrow_misuses: list[str] = field(default_factory=list)  # JS, TS: what fails now that it is an arrow function
     renamed_to: str = ""  # the definition's new name, where the answer renamed it
     renamed_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use the old name
     second_look: dict = field(default_factory=dict)  # set when the answer comes from a second look (a fork)
@@ -854,6 +857,37 @@ class RewriteResult:
             f"{self.target.simple_name} is called ({listed}): check that it belongs there"
         )
 
+    def hoisting_note(self) -> str | None:
+        """What to tell the user of a rewrite that made a function declaration a `const` (an arrow function, most
+        often): a declaration is hoisted, so the file could use it above its definition; a `const` is not, and
+        such a use now throws when the file runs (asked to convert `formatTotal` to an arrow function, the coder
+        did, and the file's `console.log(formatTotal(rows))` above it then threw ReferenceError)."""
+        if not self.early_uses:
+            return None
+        name = self.target.simple_name
+        fails = (
+            f"gets `undefined` (a call throws TypeError: {name} is not a function)"
+            if self.unhoisted == "var"
+            else f"throws ReferenceError (Cannot access '{name}' before initialization)"
+        )
+        return (
+            f"the new {self.target.name} is a `{self.unhoisted}`, and was a function declaration, which is hoisted: "
+            f"this file uses it before its definition runs (at {_line_list(self.early_uses)}), and such a use now "
+            f"{fails}; keep it a `function` declaration, or define it above its first use"
+        )
+
+    def arrow_note(self) -> str | None:
+        """What to tell the user of a rewrite that made an ordinary function an arrow function, where the file
+        calls it with `new` or its body reads `this` or `arguments`: an arrow function is not a constructor, and
+        takes both from where it is defined, not from its call."""
+        if not self.arrow_misuses:
+            return None
+        return (
+            f"the new {self.target.name} is an arrow function, and was not: an arrow function is not a constructor "
+            f"(`new` throws TypeError) and takes `this` and `arguments` from where it is defined, not from its call "
+            f"({_some(self.arrow_misuses, 4)}); keep it a `function`, or change those lines"
+        )
+
     def wildcard_note(self) -> str | None:
         """What to tell the user of an import the rewrite added that binds every public name of a module (Python's
         `from typing import *`, which the coder wrote once in a batch adding type hints): it can hide a name the file
@@ -894,6 +928,8 @@ class RewriteResult:
             self.parameters_note(),
             self.async_note(),
             self.loose_note(),
+            self.hoisting_note(),
+            self.arrow_note(),
             self.wildcard_note(),
         )
         return [note for note in notes if note]
@@ -949,6 +985,9 @@ class RewriteResult:
             "async_change": self.async_change,
             "async_calls": self.async_calls,
             "loose_code": self.loose_code,
+            "unhoisted": self.unhoisted,
+            "early_uses": self.early_uses,
+            "arrow_misuses": self.arrow_misuses,
             "renamed_to": self.renamed_to or None,
             "renamed_uses": self.renamed_uses,
             "imports": self.imports,
@@ -1208,6 +1247,9 @@ class Rewriter:
         async_change, async_calls = (
             self._async_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [])
         )
+        unhoisted, early_uses, arrow_misuses = (
+            self._declaration_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [], [])
+        )
         loose = (
             [
                 f"line {lines[1][0] + row - 1}: `{_clipped(text)}`"
@@ -1247,6 +1289,9 @@ class Rewriter:
             async_change=async_change,
             async_calls=async_calls,
             loose_code=loose,
+            unhoisted=unhoisted,
+            early_uses=early_uses,
+            arrow_misuses=arrow_misuses,
             renamed_to=renamed,
             renamed_uses=sorted({line for _, line in uses}),
             trace=build_trace(self.backend, job.prompt, answer.tokens, stats),
@@ -1274,6 +1319,22 @@ class Rewriter:
                     new_text, spec, names_in[1], new_lines[0], method, change == "async"
                 )
         return "", []
+
+    @staticmethod
+    def _declaration_change(
+        job: _Job, new_region: str, new_text: str, names_in: tuple[str, str], new_lines: tuple[int, int]
+    ) -> tuple[str, list[int], list[str]]:
+        """JavaScript, TypeScript: how the rewrite now declares a function declaration ("const", "let", "var",
+        "class"; "" when it still is one), the lines of the new file that use it before that runs, and what
+        fails now that it is an arrow function (editspec.hoisting). ("", [], []) in other languages, for a
+        method, or where nothing changed."""
+        if job.spec.name not in hoisting.LANGUAGES or job.target.kind in CLASS_LIKE:
+            return "", [], []
+        change = hoisting.declaration_change(job.region, new_region, job.spec, names_in)
+        if change is None:
+            return "", [], []
+        early, arrow = hoisting.broken_uses(new_text, job.spec, names_in[1], new_lines)
+        return ("" if change[0] == "function" else change[0]), early, arrow
 
     @staticmethod
     def _region_lines(

@@ -1248,3 +1248,54 @@ def test_code_the_answer_puts_beside_the_function_is_written_with_a_note(tmp_pat
     helper = scripted(("def f(self):", 'import os\n"""A note."""\ndef g(self):\n    return 2\n\ndef f(self):'))
     answer = json.loads(CliRunner().invoke(main, ["rewrite", str(path), "-f", "A.f", "-i", helper, "--json"]).stdout)
     assert answer["loose_code"] == [] and answer["helpers"] == ["g"], answer
+
+
+def test_a_function_declaration_made_a_const_is_written_with_a_note_naming_the_uses_above_it(tmp_path, scripted_model):
+    """Asked to "Convert it to an arrow function", the coder wrote `const formatTotal = (items) => {`, and the
+    file's `console.log(formatTotal(rows))` above it then threw ReferenceError: a function declaration is hoisted,
+    a `const` is not. The note names the line, with --quiet too (it hides progress, not the notes)."""
+    path = tmp_path / "report.js"
+    text = (
+        "const rows = [1, 2];\n\nconsole.log(`total: ${formatTotal(rows)}`);\n\n"
+        "function formatTotal(items) {\n  return items.length;\n}\n\nmodule.exports = { formatTotal };\n"
+    )
+    path.write_text(text)
+    to_arrow = scripted(
+        ("function formatTotal(items) {", "const formatTotal = (items) => {"),
+        ("  return items.length;\n}", "  return items.length;\n};"),
+    )
+    result = run(str(path), "-f", "formatTotal", "-i", to_arrow, "--apply")
+    assert result.exit_code == 0, result.output
+    assert "const formatTotal = (items) => {" in path.read_text()
+    assert (
+        "note: the new formatTotal is a `const`, and was a function declaration, which is hoisted: this file uses it "
+        "before its definition runs (at line 3), and such a use now throws ReferenceError (Cannot access "
+        "'formatTotal' before initialization); keep it a `function` declaration, or define it above its first use"
+        in " ".join(result.stderr.split())
+    )
+    # the uses below it, or in a function that runs later, are fine
+    path.write_text(
+        text.replace("console.log(`total: ${formatTotal(rows)}`);", "const show = () => formatTotal(rows);")
+    )
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "formatTotal", "-i", to_arrow, "--json"])
+    answer = json.loads(as_json.stdout)
+    assert answer["unhoisted"] == "const" and answer["early_uses"] == [] and answer["warnings"] == []
+
+
+def test_a_constructor_made_an_arrow_function_is_written_with_a_note(tmp_path, scripted_model):
+    """Asked to "Convert it to an arrow function", the coder turned `function Point(x, y) { this.x = x; ...}` into
+    `const Point = (x, y) => {`: `new Point(0, 0)` then throws TypeError and `this` is not the new object."""
+    path = tmp_path / "point.js"
+    path.write_text("function Point(x, y) {\n  this.x = x;\n  this.y = y;\n}\n\nconst origin = new Point(0, 0);\n")
+    to_arrow = scripted(
+        ("function Point(x, y) {", "const Point = (x, y) => {"), ("  this.y = y;\n}", "  this.y = y;\n};")
+    )
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "Point", "-i", to_arrow, "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    answer = json.loads(as_json.stdout)
+    assert answer["arrow_misuses"] == ["line 6: `new Point(...)`", "line 2: `this`", "line 3: `this`"]
+    assert answer["warnings"] == [
+        "the new Point is an arrow function, and was not: an arrow function is not a constructor (`new` throws "
+        "TypeError) and takes `this` and `arguments` from where it is defined, not from its call (line 6: `new "
+        "Point(...)`; line 2: `this`; line 3: `this`); keep it a `function`, or change those lines"
+    ]

@@ -307,3 +307,20 @@ def test_a_function_made_async_is_applied_with_a_warning_naming_its_calls(make_c
     shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
     assert shown["params"]["type"] == 2 and "is `async def`, and was not" in shown["params"]["message"]
     assert "(this file does at line 12)" in shown["params"]["message"]
+
+
+def test_a_function_declaration_made_a_const_is_applied_with_a_warning_naming_the_uses_above_it(make_client):
+    c = start(make_client)
+    uri = "file:///work/report.js"
+    text = "console.log(total([1]));\n\nfunction total(items) {\n  return items.length;\n}\n"
+    c.editor.open(uri, text, "javascript")
+    to_arrow = scripted(("function total(items) {", "const total = (items) => {"), ("length;\n}", "length;\n};"))
+    reply = c.response(c.rewrite(uri, 3, 2, to_arrow))
+    result = reply["result"]
+    assert result["applied"] is True and result["unhoisted"] == "const" and result["early_uses"] == [1], reply
+    assert result["arrow_misuses"] == []
+    assert c.editor.text(uri) == (
+        "console.log(total([1]));\n\nconst total = (items) => {\n  return items.length;\n};\n"
+    )
+    shown = c.wait_for(lambda m: m.get("method") == "window/showMessage")
+    assert shown["params"]["type"] == 2 and "is a `const`, and was a function declaration" in shown["params"]["message"]
