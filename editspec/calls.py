@@ -368,19 +368,14 @@ _CARRIERS = (ast.Starred, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetCom
 _BUILTINS = frozenset(dir(builtins))
 
 
-def coroutine_misuses(text: str, name: str, lines: tuple[int, int], method: bool, now_async: bool) -> list[int]:
-    """The lines of `text` (a Python file) whose calls of the function `name` defined on `lines` no longer fit it
-    after it changed between `def` and `async def`:
-    - now async, a call whose value is used as it is (a statement of its own, assigned, an operand, an argument
-      of a builtin such as `print`): it gets a coroutine, not the result, and the function never runs. A call
-      awaited, or handed to another function (asyncio's runners, a task group, a wrapper), is not judged;
-    - now an ordinary function, a call awaited or handed to one of asyncio's runners (TypeError, ValueError).
-    A function is called by its bare name; a method (`method`) as `self.NAME` or `cls.NAME`, from its own class.
-    Empty when the file does not parse or the function is not found on those lines."""
+def calls_of(text: str, name: str, lines: tuple[int, int], method: bool) -> tuple[dict, list[ast.Call]] | None:
+    """The calls in `text` (a Python file) of the function `name` defined on `lines`, with each node's parent: a
+    function's by its bare name, a method's (`method`) as `self.NAME` or `cls.NAME` from its own class. None when
+    the file does not parse or the function is not found on those lines."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
-        return []
+        return None
     parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     fn = next(
         (
@@ -393,7 +388,7 @@ def coroutine_misuses(text: str, name: str, lines: tuple[int, int], method: bool
         None,
     )
     if fn is None or (method and not isinstance(parent.get(fn), ast.ClassDef)):
-        return []
+        return None
     scope = parent[fn] if method else tree
 
     def called(call: ast.Call) -> bool:
@@ -406,6 +401,56 @@ def coroutine_misuses(text: str, name: str, lines: tuple[int, int], method: bool
                 and (f.value.id in ("self", "cls"))
             )
         return isinstance(f, ast.Name) and f.id == name
+
+    def shadowed(call: ast.Call) -> bool:  # a function around the call binds the name of its own
+        up = parent.get(call)
+        while up is not None and up is not scope:
+            if isinstance(up, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) and name in _own_names(up):
+                return True
+            up = parent.get(up)
+        return False
+
+    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call) and called(n)]
+    return parent, calls if method else [c for c in calls if not shadowed(c)]
+
+
+def _own_names(fn: ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda) -> set[str]:
+    """The names a function binds of its own: parameters, and in its body (outside the functions and classes in
+    it) what it assigns, defines or imports, less what it declares `global` or `nonlocal`."""
+    a = fn.args
+    bound = {p.arg for p in [*a.posonlyargs, *a.args, *a.kwonlyargs, a.vararg, a.kwarg] if p is not None}
+    declared: set[str] = set()
+    stack = list(fn.body) if isinstance(fn.body, list) else [fn.body]
+    while stack:
+        node = stack.pop()
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            bound.add(node.name)
+            continue
+        if isinstance(node, ast.Lambda):
+            continue
+        if isinstance(node, ast.Name) and not isinstance(node.ctx, ast.Load):
+            bound.add(node.id)
+        elif isinstance(node, ast.Import | ast.ImportFrom):
+            bound |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.Global | ast.Nonlocal):
+            declared |= set(node.names)
+        stack.extend(ast.iter_child_nodes(node))
+    return bound - declared
+
+
+def coroutine_misuses(text: str, name: str, lines: tuple[int, int], method: bool, now_async: bool) -> list[int]:
+    """The lines of `text` (a Python file) whose calls of the function `name` defined on `lines` no longer fit it
+    after it changed between `def` and `async def`:
+    - now async, a call whose value is used as it is (a statement of its own, assigned, an operand, an argument
+      of a builtin such as `print`): it gets a coroutine, not the result, and the function never runs. A call
+      awaited, or handed to another function (asyncio's runners, a task group, a wrapper), is not judged;
+    - now an ordinary function, a call awaited or handed to one of asyncio's runners (TypeError, ValueError).
+    Calls as `calls_of` finds them. Empty when the file does not parse or the function is not found on those
+    lines."""
+    found = calls_of(text, name, lines, method)
+    if found is None:
+        return []
+    parent, calls = found
 
     def fits(call: ast.Call) -> bool:
         node, up = call, parent.get(call)
@@ -422,5 +467,4 @@ def coroutine_misuses(text: str, name: str, lines: tuple[int, int], method: bool
                 return not (isinstance(f, ast.Name) and callee in _BUILTINS)
         return not now_async
 
-    calls = [n for n in ast.walk(scope) if isinstance(n, ast.Call) and called(n)]
     return sorted({c.lineno for c in calls if not fits(c)})

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import calls, hoisting, names, promises, prompts, pysource
+from . import calls, generators, hoisting, names, promises, prompts, pysource
 from .decoding import PREFIX_CACHE_MB, Decoder
 from .engine import Round, Stats
 from .locate import (
@@ -719,6 +719,8 @@ class RewriteResult:
     async_change: str = ""  # Python, JS, TS: "async" when the rewrite made the function async, "sync" the other way
     async_calls: list[int] = field(default_factory=list)  # then the lines of the new file whose calls no longer fit
     loose_code: list[str] = field(default_factory=list)  # Python: statements the answer put beside the function
+    generator_change: str = ""  # Python: "generator" when the rewrite made the function one, "ordinary" the other way
+    generator_uses: list[int] = field(default_factory=list)  # then the lines of the new file whose uses no longer fit
     unhoisted: str = ""  # JS, TS: "const", "let", "var" or "class" when the rewrite made a function declaration so
     early_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use it before it runs
     arrow_misuses: list[str] = field(default_factory=list)  # JS, TS: what fails now that it is an arrow function
@@ -843,6 +845,33 @@ class RewriteResult:
             "here and in other files"
         )
 
+    def generator_note(self) -> str | None:
+        """What to tell the user of a rewrite that made its function a generator, or a generator an ordinary
+        function: the calls whose value does not change with it stop working, silently for some (asked to "Make it
+        a generator", the coder did, and the file's `found = evens(xs)` then `if not found:` never held and
+        `len(found)` raised TypeError)."""
+        if not self.generator_change:
+            return None
+        if self.generator_change == "generator":
+            here = (
+                f"this file uses one so at {_line_list(self.generator_uses)}"
+                if self.generator_uses
+                else "this file uses none so"
+            )
+            return (
+                f"the new {self.target.name} is a generator, and was not: its calls get a generator, not a list, "
+                f"which has no len(), cannot be indexed, is always true, is used up by one loop and runs nothing "
+                f"until iterated ({here}); wrap such calls in list(), here and in other files, or ask again without "
+                "making it a generator"
+            )
+        here = (
+            f"this file does at {_line_list(self.generator_uses)}" if self.generator_uses else "this file does nowhere"
+        )
+        return (
+            f"the new {self.target.name} is no longer a generator: next() or .send() on its result fails ({here}); "
+            "change its calls, here and in other files"
+        )
+
     def loose_note(self) -> str | None:
         """What to tell the user of statements the answer put beside the function at its level, neither a definition
         nor an import: they run when the module is loaded (or the class defined), not when the function is called
@@ -927,6 +956,7 @@ class RewriteResult:
             self.rename_note(),
             self.parameters_note(),
             self.async_note(),
+            self.generator_note(),
             self.loose_note(),
             self.hoisting_note(),
             self.arrow_note(),
@@ -984,6 +1014,8 @@ class RewriteResult:
             "parameter_changes": self.parameter_changes,
             "async_change": self.async_change,
             "async_calls": self.async_calls,
+            "generator_change": self.generator_change,
+            "generator_uses": self.generator_uses,
             "loose_code": self.loose_code,
             "unhoisted": self.unhoisted,
             "early_uses": self.early_uses,
@@ -1247,6 +1279,18 @@ class Rewriter:
         async_change, async_calls = (
             self._async_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [])
         )
+        generator_change = (
+            generators.generator_change(job.region, new_region, names_in)
+            if function and lines is not None and target.kind not in CLASS_LIKE
+            else ""
+        )
+        generator_uses = (
+            generators.generator_misuses(
+                new_text, names_in[1], lines[1], bool(target.containers), generator_change == "generator"
+            )
+            if generator_change
+            else []
+        )
         unhoisted, early_uses, arrow_misuses = (
             self._declaration_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [], [])
         )
@@ -1289,6 +1333,8 @@ class Rewriter:
             async_change=async_change,
             async_calls=async_calls,
             loose_code=loose,
+            generator_change=generator_change,
+            generator_uses=generator_uses,
             unhoisted=unhoisted,
             early_uses=early_uses,
             arrow_misuses=arrow_misuses,

@@ -495,6 +495,8 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "parameter_changes": result.parameter_changes,
             "async_change": result.async_change,
             "async_calls": result.async_calls,
+            "generator_change": result.generator_change,
+            "generator_uses": result.generator_uses,
             "loose_code": result.loose_code,
             "unhoisted": result.unhoisted,
             "early_uses": result.early_uses,

@@ -178,6 +178,14 @@ def test_a_function_made_async_or_not_and_the_calls_that_no_longer_fit():
     assert coroutine_misuses(text, "total", (11, 12), method=False, now_async=True) == [3, 10]
     assert coroutine_misuses(text, "total", (11, 12), method=False, now_async=False) == [5, 6, 7, 8]
     assert coroutine_misuses(text, "total", (1, 10), method=False, now_async=True) == []  # not defined there
+    # a function that binds the name of its own calls its own (a parameter, a local def, an import)
+    shadowed = text + (
+        "def local(total):\n    print(total(1))\n"
+        "def nested():\n    def total(x):\n        return x\n    print(total(2))\n"
+        "def imported():\n    from m import total\n    print(total(3))\n"
+        "def declared():\n    global total\n    print(total(4))\n"  # 24: the module's
+    )
+    assert coroutine_misuses(shadowed, "total", (11, 12), method=False, now_async=True) == [3, 10, 24]
     methods = "class A:\n    async def run(self):\n        self.fetch()\n        await self.fetch()\n"
     methods += "        other.fetch()\n"  # another object's fetch: not this method's call
     methods += "    async def fetch(self):\n        pass\n"

@@ -1299,3 +1299,31 @@ def test_a_constructor_made_an_arrow_function_is_written_with_a_note(tmp_path, s
         "TypeError) and takes `this` and `arguments` from where it is defined, not from its call (line 6: `new "
         "Point(...)`; line 2: `this`; line 3: `this`); keep it a `function`, or change those lines"
     ]
+
+
+def test_a_function_made_a_generator_is_written_with_a_note_naming_the_uses_of_a_list(tmp_path, scripted_model):
+    """Asked to "Make it a generator", the coder replaced `result.append(n)` and `return result` with `yield n`,
+    and the file's `found = evens(numbers)` then `if not found:` never held and `len(found)` raised TypeError."""
+    path = tmp_path / "evens.py"
+    path.write_text(
+        "def evens(numbers):\n    result = []\n    for n in numbers:\n        if n % 2 == 0:\n"
+        "            result.append(n)\n    return result\n\n\n"
+        "def report(numbers):\n    found = evens(numbers)\n    if not found:\n        return 'none'\n"
+        "    return f'{len(found)} even'\n"
+    )
+    to_generator = scripted(
+        ("    result = []\n", ""), ("            result.append(n)\n    return result", "            yield n")
+    )
+    result = run(str(path), "-f", "evens", "-i", to_generator, "--apply")
+    assert result.exit_code == 0, result.output
+    assert "            yield n\n" in path.read_text()
+    assert (
+        "note: the new evens is a generator, and was not: its calls get a generator, not a list, which has no len(), "
+        "cannot be indexed, is always true, is used up by one loop and runs nothing until iterated (this file uses "
+        "one so at lines 9, 11); wrap such calls in list(), here and in other files" in " ".join(result.stderr.split())
+    )
+    back = scripted(("        if n % 2 == 0:\n            yield n", "        pass\n    return []"))
+    as_json = CliRunner().invoke(main, ["rewrite", str(path), "-f", "evens", "-i", back, "--json"])
+    answer = json.loads(as_json.stdout)
+    assert answer["generator_change"] == "ordinary" and answer["generator_uses"] == []
+    assert answer["warnings"][0].startswith("the new evens is no longer a generator: next() or .send() on its result")
