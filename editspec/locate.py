@@ -878,7 +878,7 @@ def _code_tokens(source: bytes, spec: LanguageSpec) -> list[bytes]:
 
 def _lines_without_imports(text: str, spec: LanguageSpec) -> list[str]:
     data = text.encode("utf-8")
-    imports = [(n.start_byte, n.end_byte) for n in parse(data, spec).root_node.named_children if n.type in spec.imports]
+    imports = [(n.start_byte, n.end_byte) for n in parse(data, spec).root_node.named_children if is_import(n, spec)]
     for start, end in reversed(imports):
         data = data[:start] + data[end:]
     lines = [line.rstrip() for line in data.decode("utf-8", errors="replace").splitlines()]
@@ -891,6 +891,68 @@ def _lines_without_imports(text: str, spec: LanguageSpec) -> list[str]:
 
 # Of a language's import node types, the ones that bring a name in (not the file's own package or namespace line).
 _HEADER_ONLY = frozenset({"package_clause", "package_declaration", "package_header"})
+JS_LIKE = ("javascript", "typescript", "tsx")
+
+
+def is_import(node: ts.Node, spec: LanguageSpec) -> bool:
+    """Whether a top-level statement is an import: one of the language's import statements, and in JavaScript and
+    TypeScript also CommonJS's, a `const`, `let` or `var` whose every value is `require("...")` or a member of one
+    (`const { join } = require("path")`, `const x = require("m").x`)."""
+    if node.type in spec.imports:
+        return True
+    if spec.name not in JS_LIKE or node.type not in ("lexical_declaration", "variable_declaration"):
+        return False
+    declarators = [c for c in node.named_children if c.type == "variable_declarator"]
+    return bool(declarators) and all(_a_require(d.child_by_field_name("value")) for d in declarators)
+
+
+def _a_require(value: ts.Node | None) -> bool:
+    while value is not None and value.type == "member_expression":
+        value = value.child_by_field_name("object")
+    if value is None or value.type != "call_expression":
+        return False
+    f, args = value.child_by_field_name("function"), value.child_by_field_name("arguments")
+    return (
+        f is not None
+        and _text(f) == "require"
+        and args is not None
+        and len(args.named_children) == 1
+        and args.named_children[0].type == "string"
+    )
+
+
+def _js_bindings(statement: str, spec: LanguageSpec) -> set[str] | None:
+    """The names one JavaScript or TypeScript import statement (ES or CommonJS) binds: `import a, { b as c } from
+    "m"` binds a and c, `const { join, sep: s } = require("path")` join and s. None for anything else."""
+    if spec.name not in JS_LIKE:
+        return None
+    nodes = parse(statement.encode("utf-8"), spec).root_node.named_children
+    if len(nodes) != 1 or nodes[0].has_error or not is_import(nodes[0], spec):
+        return None
+    node, names = nodes[0], set()
+    if node.type == "import_statement":
+        clause = next((c for c in node.named_children if c.type == "import_clause"), None)
+        for n in _descendants(clause):
+            if n.type == "import_specifier":
+                names.add(_text(n.child_by_field_name("alias") or n.child_by_field_name("name")))
+            elif n.type == "identifier" and n.parent is not None and n.parent.type != "import_specifier":
+                names.add(_text(n))
+        return names
+    for declarator in (c for c in node.named_children if c.type == "variable_declarator"):
+        for n in _descendants(declarator.child_by_field_name("name")):
+            if n.type in ("identifier", "shorthand_property_identifier_pattern") and not (
+                n.parent is not None and n.parent.type == "pair_pattern" and n == n.parent.child_by_field_name("key")
+            ):
+                names.add(_text(n))
+    return names
+
+
+def _descendants(node: ts.Node | None):
+    stack = [node] if node is not None else []
+    while stack:
+        n = stack.pop()
+        yield n
+        stack.extend(n.named_children)
 
 
 def leading_imports(answer: str, spec: LanguageSpec) -> tuple[list[str], str]:
@@ -901,7 +963,7 @@ def leading_imports(answer: str, spec: LanguageSpec) -> tuple[list[str], str]:
     nodes = parse(data, spec).root_node.named_children
     taken, cut = [], 0
     for node in nodes:
-        if node.type not in spec.imports or node.type in _HEADER_ONLY or node.has_error:
+        if not is_import(node, spec) or node.type in _HEADER_ONLY or node.has_error:
             break
         taken.append(_text(node))
         cut = node.end_byte
@@ -916,7 +978,7 @@ def file_imports(tree: ts.Tree, spec: LanguageSpec, outside: tuple[int, int] = (
     return [
         _text(n)
         for n in tree.root_node.named_children
-        if n.type in spec.imports and not (outside[0] <= n.start_byte < outside[1])
+        if is_import(n, spec) and not (outside[0] <= n.start_byte < outside[1])
     ]
 
 
@@ -924,13 +986,20 @@ def new_imports(imports: list[str], present: list[str], spec: LanguageSpec) -> l
     """The import statements an answer adds, but for what the file's `present` imports (and the answer's earlier
     ones) bring in already. A statement the file has word for word is left out; in Python so are the names another
     statement imports already: `from typing import Dict, List` beside `from typing import List` adds
-    `from typing import Dict`, and adds nothing beside `from typing import Dict, List`."""
+    `from typing import Dict`, and adds nothing beside `from typing import Dict, List`. In JavaScript and
+    TypeScript, so is a statement that binds only names the file's imports bind already (`const fs =
+    require('fs')` beside `const fs = require("fs")`: binding `fs` twice does not load)."""
     seen = set(present)
     bound = {b for text in present for b in _python_bindings(text, spec) or ()}
+    js_bound = {b for text in present for b in _js_bindings(text, spec) or ()}
     added = []
     for text in dict.fromkeys(imports):
         if text in seen:
             continue
+        js = _js_bindings(text, spec)
+        if js and js <= js_bound:
+            continue  # (JavaScript: binding a name again is a SyntaxError, whatever the quotes)
+        js_bound |= js or set()
         bindings = _python_bindings(text, spec)
         if bindings:
             kept = [b for b in bindings if b not in bound]
@@ -973,7 +1042,8 @@ def import_insertion(
     children = tree.root_node.named_children
     head = 0
     for j, node in enumerate(children):
-        docstring = spec.name == "python" and j == 0 and _is_docstring(node)
+        # (a Python module docstring, or JavaScript's "use strict", which must stay the first statement)
+        docstring = spec.name in ("python", *JS_LIKE) and j == 0 and _is_docstring(node)
         if node.end_byte > before or ("comment" not in node.type and not docstring):
             break
         head = node.end_byte
@@ -981,7 +1051,7 @@ def import_insertion(
     for node in children:
         if node.end_byte > before:
             break
-        if node.type in spec.imports:
+        if is_import(node, spec):
             last = node
     block = "".join(f"{i}\n" for i in imports)
     if last is not None and not (spec.name == "python" and any(i.startswith("from __future__") for i in imports)):
@@ -1027,7 +1097,7 @@ def file_context(source: bytes, spec: LanguageSpec, defs: list[Definition], tree
     """What a model needs to understand a definition of the file: its imports, then the first line of every
     definition in `defs` (a short Python function whole), in the file's order."""
     tree = tree or parse(source, spec)
-    imports = [_text(n) for n in tree.root_node.named_children if n.type in spec.imports]
+    imports = [_text(n) for n in tree.root_node.named_children if is_import(n, spec)]
     signatures = []
     for d in defs:
         end = source.find(b"\n", d.node_start)

@@ -1327,3 +1327,28 @@ def test_a_function_made_a_generator_is_written_with_a_note_naming_the_uses_of_a
     answer = json.loads(as_json.stdout)
     assert answer["generator_change"] == "ordinary" and answer["generator_uses"] == []
     assert answer["warnings"][0].startswith("the new evens is no longer a generator: next() or .send() on its result")
+
+
+def test_a_require_the_file_has_already_is_not_written_twice(tmp_path, scripted_model):
+    """An answer opening with `const fs = require('fs');` in a CommonJS file that has `const fs = require("fs");`
+    was written above the function as it came: binding `fs` twice is a SyntaxError, and the file no longer loaded
+    (exit 0, no word: the parser takes it). A require is an import now: one the file has is left out, a new one
+    goes after the file's."""
+    path = tmp_path / "config.js"
+    text = (
+        'const fs = require("fs");\nconst path = require("path");\n\n'
+        'function readConfig(dir) {\n  return JSON.parse(fs.readFileSync(path.join(dir, "c.json"), "utf8"));\n}\n'
+    )
+    path.write_text(text)
+    again = scripted(
+        (
+            "function readConfig(dir) {",
+            "const fs = require('fs');\nconst os = require('os');\n\nfunction readConfig(dir) {",
+        ),
+        ('"utf8"));', '"utf8")) || {};'),
+    )
+    result = run(str(path), "-f", "readConfig", "-i", again, "--apply")
+    assert result.exit_code == 0, result.output
+    assert path.read_text() == text.replace(
+        'require("path");\n', "require(\"path\");\nconst os = require('os');\n"
+    ).replace('"utf8"));', '"utf8")) || {};')

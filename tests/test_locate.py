@@ -475,6 +475,10 @@ def test_the_file_context_shows_short_python_functions_whole_on_one_line():
         compile(line, "<context>", "exec")  # each shown whole is valid Python on its own
     js = b"function f(a) {\n  return a;\n}\n"
     assert file_context(js, language_for("f.js"), definitions(js, language_for("f.js"))) == ["function f(a) {"]
+    # a CommonJS file's requires are its imports: the model is shown them
+    js = b'const fs = require("fs");\nconst n = 1;\n' + js
+    shown = file_context(js, language_for("f.js"), definitions(js, language_for("f.js")))
+    assert shown == ['const fs = require("fs");', "function f(a) {"]
 
 
 def test_the_file_context_lists_the_rest_of_the_file_not_the_code_to_edit():
@@ -524,6 +528,19 @@ IMPORTS = [
         "import path from 'path';\n\nfunction f() { return path.sep; }\n",
         "import fs from 'fs';\nimport path from 'path';\n\nfunction f() {}\n",
     ),
+    (  # CommonJS: a require is an import, and goes after the file's
+        "a.js",
+        '"use strict";\nconst fs = require("fs");\nconst { sep } = require("path");\n\nfunction f() {}\n',
+        "const os = require('os').constants;\n\nfunction f() { return os; }\n",
+        '"use strict";\nconst fs = require("fs");\nconst { sep } = require("path");\n'
+        "const os = require('os').constants;\n\nfunction f() {}\n",
+    ),
+    (  # with none, after "use strict", which must stay the first statement (else strict mode is off)
+        "a.js",
+        '"use strict";\n\nconst N = 1;\n\nfunction f() {}\n',
+        "const { sumBy } = require('lodash');\n\nfunction f() {}\n",
+        "\"use strict\";\nconst { sumBy } = require('lodash');\n\nconst N = 1;\n\nfunction f() {}\n",
+    ),
     (
         "a.go",
         "package main\n\nfunc f() {}\n",
@@ -570,10 +587,13 @@ def test_an_answer_s_leading_imports_go_where_the_file_s_imports_are(name, text,
         "# uses math\nimport math\n\ndef f():\n    pass\n",  # a comment first: not an answer that opens with imports
         "package main\n\nfunc f() {}\n",  # a package line is no import
         "package a\n\nfun f() {}\n",  # (Kotlin's)
+        "const N = require('n') + 1;\n\nfunction f() {}\n",  # a value made of a require is no import
     ],
 )
 def test_answers_that_do_not_open_with_imports_are_left_as_they_are(answer):
-    name = "a.kt" if "fun " in answer else "a.go" if answer.startswith("package") else "a.py"
+    name = (
+        "a.kt" if "fun " in answer else "a.go" if answer.startswith("package") else "a.js" if "{" in answer else "a.py"
+    )
     assert leading_imports(answer, language_for(name)) == ([], answer)
 
 
@@ -601,6 +621,20 @@ def test_answers_that_do_not_open_with_imports_are_left_as_they_are(answer):
         ),
         # a star import is taken as it is, unless the file has it word for word
         ("a.py", ["from m import *"], ["from m import *", "from n import *"], ["from n import *"]),
+        # JavaScript: a statement binding only names the file's imports bind already (binding one twice does not
+        # load), whatever its quotes or kind
+        (
+            "a.js",
+            ['const fs = require("fs");', 'import { join as j } from "path";'],
+            ["const fs = require('fs');", "import fs from 'fs';", "import { join as j } from 'path';"],
+            [],
+        ),
+        (
+            "a.ts",
+            ['import * as path from "path";'],
+            ["const { sep, join: j } = require('path');", "import { x } from 'path';"],
+            ["const { sep, join: j } = require('path');", "import { x } from 'path';"],
+        ),
         # other languages: word for word only
         ("a.go", ['import "fmt"'], ['import "fmt"', 'import "os"'], ['import "os"']),
     ],
