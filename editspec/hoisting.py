@@ -10,11 +10,16 @@ a function (asked to "convert it to an arrow function", the coder writes `const 
   where it is defined, not from its call.
 
 Neither the parser nor, for a plain `.js` file, anything else says a word. Read with tree-sitter; a file that does
-not parse is not judged, nor is a method (a class body's order does not matter)."""
+not parse is not judged, nor is a method (a class body's order does not matter).
+
+Also the names a file declares twice in one scope where one is a `let`, `const`, `class` or import
+(`redeclarations`): JavaScript will not load such a file (SyntaxError: Identifier 'x' has already been declared),
+though it parses (an answer that opens with `const TAX_RATE = 0.25;` above the function, in a file that has
+`const TAX_RATE = 0.2;`)."""
 
 from __future__ import annotations
 
-from .locate import LanguageSpec, parse
+from .locate import LanguageSpec, _js_bindings, parse, pattern_names
 
 LANGUAGES = ("javascript", "typescript", "tsx")
 DECLARATIONS = ("function_declaration", "lexical_declaration", "variable_declaration", "class_declaration")
@@ -177,3 +182,57 @@ def _own(function):
             continue
         yield node
         stack.extend(reversed(node.children))
+
+
+# The nodes whose statements share one scope for `let`, `const` and `class` (a switch's cases share its body's).
+SCOPES = ("program", "statement_block", "switch_body")
+
+
+def redeclarations(text: str, spec: LanguageSpec) -> dict[str, int]:
+    """The names `text` declares twice in one scope where one of the declarations is lexical (`let`, `const`,
+    `class`, an import), with the line (1-based) of the second; {} when the text does not parse or in another
+    language. A `var` or `function` declared twice is allowed (a script's), as are TypeScript's merged
+    declarations (a namespace, an enum, an interface, an overload's signature: none is counted)."""
+    if spec.name not in LANGUAGES:
+        return {}
+    data = text.encode("utf-8")
+    tree = parse(data, spec)
+    if tree.root_node.has_error:
+        return {}
+    found: dict[str, int] = {}
+    for scope in _all(tree.root_node):
+        if scope.type not in SCOPES:
+            continue
+        statements = scope.named_children
+        if scope.type == "switch_body":
+            statements = [s for case in statements for s in case.named_children]
+        seen: dict[str, list[bool]] = {}
+        for statement in statements:
+            for name, lexical, row in _declares(statement, data, spec):
+                kinds = seen.setdefault(name, [])
+                kinds.append(lexical)
+                if len(kinds) > 1 and any(kinds):
+                    found.setdefault(name, row + 1)
+    return found
+
+
+def _declares(statement, data: bytes, spec: LanguageSpec):
+    """(name, lexical, row) for each name a statement declares in its scope."""
+    if statement.type == "export_statement":
+        inner = statement.child_by_field_name("declaration")
+        return [] if inner is None else _declares(inner, data, spec)
+    row = statement.start_point[0]
+    if statement.type in ("lexical_declaration", "variable_declaration"):
+        lexical = statement.type == "lexical_declaration"
+        return [
+            (name, lexical, row)
+            for declarator in statement.named_children
+            if declarator.type == "variable_declarator"
+            for name in pattern_names(declarator.child_by_field_name("name"))
+        ]
+    if statement.type in ("class_declaration", "function_declaration"):
+        own = statement.child_by_field_name("name")
+        return [] if own is None else [(_text(own, data), statement.type == "class_declaration", row)]
+    if statement.type == "import_statement":
+        return [(name, True, row) for name in _js_bindings(_text(statement, data), spec) or ()]
+    return []

@@ -939,12 +939,24 @@ def _js_bindings(statement: str, spec: LanguageSpec) -> set[str] | None:
                 names.add(_text(n))
         return names
     for declarator in (c for c in node.named_children if c.type == "variable_declarator"):
-        for n in _descendants(declarator.child_by_field_name("name")):
-            if n.type in ("identifier", "shorthand_property_identifier_pattern") and not (
-                n.parent is not None and n.parent.type == "pair_pattern" and n == n.parent.child_by_field_name("key")
-            ):
-                names.add(_text(n))
+        names.update(pattern_names(declarator.child_by_field_name("name")))
     return names
+
+
+def pattern_names(node: ts.Node | None) -> list[str]:
+    """The names a JavaScript or TypeScript binding pattern binds: `x`, `{ a, b: c, d = 1, ...e }` (a, c, d, e),
+    `[f, [g]]`."""
+    if node is None:
+        return []
+    if node.type in ("identifier", "shorthand_property_identifier_pattern"):
+        return [_text(node)]
+    if node.type == "pair_pattern":
+        return pattern_names(node.child_by_field_name("value"))
+    if node.type in ("assignment_pattern", "object_assignment_pattern"):
+        return pattern_names(node.child_by_field_name("left"))
+    if node.type in ("object_pattern", "array_pattern", "rest_pattern"):
+        return [name for child in node.named_children for name in pattern_names(child)]
+    return []
 
 
 def _descendants(node: ts.Node | None):

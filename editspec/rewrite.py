@@ -708,6 +708,7 @@ class RewriteResult:
     dropped: list[str] = field(default_factory=list)  # definitions that shared the target's lines, left out
     dropped_code: str = ""  # code that shared its first or last line, which the answer did not keep as it was
     compile_error: str = ""  # Python: why the new file does not compile where the old one did ("line 6: ...")
+    redeclared: dict[str, int] = field(default_factory=dict)  # JS, TS: names the new file declares twice: their line
     imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
     imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
@@ -765,6 +766,12 @@ class RewriteResult:
             return f"the rewritten file does not parse (line {line}, column {col})"
         if self.compile_error:
             return f"the rewritten file does not compile in Python where the old one did ({self.compile_error})"
+        if self.redeclared:
+            name, line = next(iter(self.redeclared.items()))
+            return (
+                f"the rewritten file declares `{name}` twice in one scope (again at line {line}): JavaScript will not "
+                f"load it (SyntaxError: Identifier '{name}' has already been declared)"
+            )
         return None
 
     def undefined_note(self) -> str | None:
@@ -1008,6 +1015,7 @@ class RewriteResult:
             "dropped": self.dropped,
             "dropped_code": self.dropped_code,
             "compile_error": self.compile_error,
+            "redeclared": self.redeclared,
             "undefined_names": self.undefined_names,
             "early_names": self.early_names,
             "bad_calls": self.bad_calls,
@@ -1261,6 +1269,10 @@ class Rewriter:
         compile_error = pysource.compile_error(new_text) if spec.name == "python" and not errors else None
         if compile_error and pysource.compile_error(job.source.text):
             compile_error = None  # the old file did not compile either (Python 2, newer syntax): not the rewrite's
+        redeclared = {}
+        if spec.name in hoisting.LANGUAGES and not errors:
+            before = hoisting.redeclarations(job.source.text, spec)
+            redeclared = {n: line for n, line in hoisting.redeclarations(new_text, spec).items() if n not in before}
         lines = self._region_lines(job, new_region, start_char, imports_at[1]) if not errors else None
         python = spec.name == "python" and lines is not None
         undefined, early = names.brought_in(job.source.text, lines[0], new_text, lines[1]) if python else ([], [])
@@ -1320,6 +1332,7 @@ class Rewriter:
             dropped=dropped,
             dropped_code=dropped_code,
             compile_error=compile_error or "",
+            redeclared=redeclared,
             left_out=left_out,
             imports=imports,
             imports_at=imports_at,

@@ -1352,3 +1352,25 @@ def test_a_require_the_file_has_already_is_not_written_twice(tmp_path, scripted_
     assert path.read_text() == text.replace(
         'require("path");\n', "require(\"path\");\nconst os = require('os');\n"
     ).replace('"utf8"));', '"utf8")) || {};')
+
+
+def test_a_javascript_rewrite_that_declares_a_name_twice_is_refused_though_it_parses(tmp_path, scripted_model):
+    """An answer opening with `const TAX_RATE = 0.25;` above the function, in a file that has `const TAX_RATE =
+    0.2;`: tree-sitter parses it, JavaScript will not load it. It was written, exit 0."""
+    path = tmp_path / "cart.js"
+    text = "const TAX_RATE = 0.2;\n\nfunction total(xs) {\n  return xs.length * (1 + TAX_RATE);\n}\n"
+    path.write_text(text)
+    again = scripted(("function total(xs) {", "const TAX_RATE = 0.25;\n\nfunction total(xs) {"))
+    refused = run(str(path), "-f", "total", "-i", again, "--apply", "--json")
+    assert refused.exit_code == EXIT_UNPARSABLE, refused.output
+    answer = json.loads(refused.stdout)
+    assert answer["redeclared"] == {"TAX_RATE": 3}
+    assert answer["problem"] == (
+        "the rewritten file declares `TAX_RATE` twice in one scope (again at line 3): JavaScript will not load it "
+        "(SyntaxError: Identifier 'TAX_RATE' has already been declared)"
+    )
+    assert path.read_text() == text
+    # a file that declared a name twice already is not the rewrite's doing
+    path.write_text("let n;\nlet n;\n" + text)
+    kept = run(str(path), "-f", "total", "-i", scripted(("xs.length", "xs.length + 0")), "--apply")
+    assert kept.exit_code == 0, kept.output

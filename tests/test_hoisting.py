@@ -87,3 +87,27 @@ def test_what_an_arrow_function_makes_fail():
     )
     plain = "const Point = function (x) {\n  this.x = x;\n};\nconst p = new Point(1);\n"
     assert broken_uses(plain, JS, "Point", (1, 3)) == ([], [])
+
+
+def test_the_names_declared_twice_in_one_scope():
+    from editspec.hoisting import redeclarations
+
+    text = (
+        "const TAX = 0.2;\n"
+        "var a; var a;\n"  # a script may declare a var twice
+        "function f() {}\nfunction f() {}\n"  # and a function
+        "let b;\n{ let b; }\n"  # another block's b
+        "switch (1) { case 1: let w; break; case 2: let w; }\n"  # 7: a switch's cases share one scope
+        "import x from 'x';\n"
+        "const { x: [y] } = q;\n"  # binds y, not x
+        "const y = 2;\n"  # 10
+        "export const TAX = 0.25;\n"  # 11
+    )
+    assert redeclarations(text, JS) == {"w": 7, "y": 10, "TAX": 11}
+    merged = (
+        "function f(a: string): void;\nfunction f(a: any) {}\nclass K {}\nnamespace K {}\n"
+        "interface I {}\ninterface I {}\nenum E { A }\nenum E { B = 2 }\n"
+    )
+    assert redeclarations(merged, TS) == {}
+    assert redeclarations("const a = 1;\nconst a = (;\n", JS) == {}  # does not parse: not judged here
+    assert redeclarations("a = 1\na = 2\n", language_for("x.py")) == {}
