@@ -49,6 +49,24 @@ def region_statements(region: str) -> tuple[list[ast.stmt], int] | None:
     return body, lead.count("\n")
 
 
+def lambda_name(statement: ast.stmt) -> str:
+    """The name a statement binds to a lambda (`total = lambda xs: sum(xs)`, annotated or not), else ""."""
+    if isinstance(statement, ast.Assign) and len(statement.targets) == 1:
+        target = statement.targets[0]
+    elif isinstance(statement, ast.AnnAssign):
+        target = statement.target
+    else:
+        return ""
+    return target.id if isinstance(target, ast.Name) and isinstance(statement.value, ast.Lambda) else ""
+
+
+def binds_lambda(region: str, name: str) -> bool:
+    """Whether a region (or an answer) binds `name` to a lambda at its own level: asked to "convert it to an arrow
+    function", the coder writes `total_area = lambda shapes: ...` for a function, which defines it all the same."""
+    parsed = region_statements(region)
+    return parsed is not None and any(lambda_name(s) == name for s in parsed[0])
+
+
 def loose_statements(old_region: str, new_region: str) -> list[tuple[int, str]]:
     """The statements a rewrite's answer puts beside the definition at its level that are neither a definition nor
     an import (`logging.basicConfig(...)` above a function asked to log): they run when the module is loaded (or the
@@ -66,6 +84,8 @@ def loose_statements(old_region: str, new_region: str) -> list[tuple[int, str]]:
             continue
         if isinstance(s, ast.Expr) and isinstance(s.value, ast.Constant) and isinstance(s.value.value, str):
             continue  # a string alone: a comment's way
+        if lambda_name(s):
+            continue  # a function defined as a lambda: a definition in all but form
         if ast.dump(s) in kept:
             continue
         row = s.lineno - new[1]

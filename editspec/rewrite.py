@@ -372,10 +372,13 @@ def spaced_as_file(answer: str, spec: LanguageSpec, gap: int) -> str:
     return "".join(lines)
 
 
-def defines_nothing(code: str, answer: str, spec: LanguageSpec) -> bool:
+def defines_nothing(code: str, answer: str, spec: LanguageSpec, name: str = "") -> bool:
     """Whether the answer holds no definition where the code it rewrites (read the same way, on its own) holds
     one: written, it would take the definition out of the file. In every language, a definition that cannot be
-    read on its own (a method without its class, in some) is never judged so."""
+    read on its own (a method without its class, in some) is never judged so. In Python, binding the
+    definition's `name` to a lambda defines it."""
+    if spec.name == "python" and name and pysource.binds_lambda(answer, name):
+        return False
     return not top_level_definitions(answer.encode("utf-8"), spec) and bool(
         top_level_definitions(code.encode("utf-8"), spec)
     )
@@ -1338,7 +1341,7 @@ class Rewriter:
             imports_at=imports_at,
             unchanged=written_back(shown, code, spec),
             # (an answer that does not parse may only look empty to the parser: the parse error is the reason given)
-            defines_nothing=not errors and defines_nothing(shown, code, spec),
+            defines_nothing=not errors and defines_nothing(shown, code, spec, target.simple_name),
             undefined_names=undefined,
             early_names=early,
             bad_calls=bad_calls,

@@ -437,6 +437,19 @@ def test_an_answer_with_no_definition_is_refused(two):
     assert forced.exit_code == 0 and "def total" not in two.read_text()  # --force writes what it is told
 
 
+def test_a_python_function_written_as_a_lambda_of_its_name_is_a_definition(two):
+    """Asked to "Convert it to an arrow function", the coder wrote `total_area = lambda shapes: ...`: it was refused
+    as holding no definition ("it may have been cut short"), which was false. A lambda bound to another name still
+    would take the function out of the file; nor is the lambda code beside the function."""
+    body = "def total(xs):\n    s = 0\n    for x in xs:\n        s = s + x\n    return s"
+    other = run(str(two), "-f", "total", "-i", scripted((body, "sum_all = lambda xs: sum(xs)")), "--apply")
+    assert other.exit_code == EXIT_UNPARSABLE and "holds no definition" in other.output, other.output
+    as_lambda = run(str(two), "-f", "total", "-i", scripted((body, "total = lambda xs: sum(xs)")), "--apply")
+    assert as_lambda.exit_code == 0, as_lambda.output
+    assert "\ntotal = lambda xs: sum(xs)\n" in two.read_text() and "def total" not in two.read_text()
+    assert "note:" not in as_lambda.stderr
+
+
 def test_an_answer_that_does_not_parse_is_refused_as_such_not_as_holding_no_definition(tmp_path, scripted_model):
     """Unbalanced braces leave the parser no function to see in the answer: the reason given is the parse error
     (it had been "the answer holds no definition ... it may have been cut short")."""
