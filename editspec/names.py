@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import ast
 import builtins
+import importlib
+import re
 import symtable
 import sys
 
@@ -277,3 +279,67 @@ def brought_in(
     old = _tables(old_text)
     before = (_undefined_in(old, *old_lines) or set(), _too_early_in(old, *old_lines) or set())
     return sorted(after[0] - before[0]), sorted(after[1] - before[1])
+
+
+# Standard-library modules whose import runs nothing but definitions: their public names can be listed by
+# importing them. (Another module's star import is left as the answer wrote it: importing it could run anything.)
+LISTABLE = frozenset(
+    (
+        "typing typing_extensions collections collections.abc functools itertools operator math cmath statistics "
+        "decimal fractions random string re os os.path pathlib datetime time json dataclasses enum abc numbers "
+        "contextlib copy heapq bisect textwrap"
+    ).split()
+)
+STAR = re.compile(r"from\s+([\w.]+)\s+import\s+\*\s*$")
+
+
+def public_names(module: str) -> set[str] | None:
+    """The names `from MODULE import *` binds, for a module of LISTABLE (its `__all__`, else its names without a
+    leading underscore); None for any other module."""
+    if module not in LISTABLE:
+        return None
+    try:
+        mod = importlib.import_module(module)
+    except ImportError:
+        return None
+    listed = getattr(mod, "__all__", None)
+    return set(listed) if listed is not None else {n for n in dir(mod) if not n.startswith("_")}
+
+
+def explicit_stars(imports: list[str], text: str, lines: tuple[int, int]) -> list[str]:
+    """The import statements an answer opens with, each `from M import *` replaced by the names of M that the
+    rewritten code (lines `lines` of `text`, the new file without the answer's imports) reads and nothing else
+    binds: `from typing import List, Optional`; left out where it reads none of them (asked to add type hints,
+    the coder writes `from typing import *`, `from math import *` and `from functools import *` above code that
+    needs none). A star import stays as it is where that cannot be told: the file defines names no statement
+    shows, or M is not a module of LISTABLE."""
+    stars = {i: STAR.match(i.strip()) for i in imports}
+    if not any(stars.values()):
+        return imports
+    wanted = undefined(text, *lines)
+    if wanted is None:
+        return imports
+    for statement in imports:
+        if not stars[statement]:
+            try:
+                parsed = ast.parse(statement)
+            except SyntaxError:
+                continue
+            for node in ast.walk(parsed):
+                if isinstance(node, ast.alias):
+                    wanted.discard((node.asname or node.name).split(".")[0])
+    kept = []
+    for statement in imports:
+        match = stars[statement]
+        if not match:
+            kept.append(statement)
+            continue
+        offered = public_names(match.group(1))
+        if offered is None:
+            kept.append(statement)
+            continue
+        used = sorted(wanted & offered)
+        wanted -= offered
+        if used:
+            kept.append(f"from {match.group(1)} import {', '.join(used)}")
+    return kept

@@ -1259,6 +1259,8 @@ class Rewriter:
         renamed = "" if errors else renamed_to(code, spec, target, existing)
         uses = name_uses(target.simple_name, new_data, new_tree, (target.start, new_end)) if renamed else []
         edits = text_edits(job.region, new_region, start_char)
+        if spec.name == "python" and imports and not errors:
+            imports = names.explicit_stars(imports, new_text, self._region_lines(job, new_region, start_char, "")[1])
         imports = new_imports(imports, file_imports(job.tree, spec, outside=(target.start, target.end)), spec)
         if imports:
             at, block = import_insertion(job.data, job.tree, spec, target.start, imports)

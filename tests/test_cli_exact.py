@@ -585,18 +585,43 @@ def test_imports_the_answer_opens_with_go_to_the_file_s_imports(two):
 
 def test_a_wildcard_import_the_answer_adds_is_written_with_a_note(two):
     """Seen in a batch adding type hints to click's formatting.py: the coder opened an answer with `from typing import
-    *`, and it went into the file's imports without a word (it can hide a name the file imports above it)."""
-    hinted = "from typing import *\n\ndef __init__(self, w: Any, h: Any) -> None:"
+    *`, and it went into the file's imports without a word (it can hide a name the file imports above it). Of a
+    module whose names cannot be listed without running it, the star import is written with a note."""
+    hinted = "from shapes_lib import *\n\ndef __init__(self, w: Unit, h: Unit) -> None:"
     star = scripted(("def __init__(self, w, h):", hinted))
     result = run(str(two), "-f", "Rect.__init__", "-i", star, "--apply", "--json")
     assert result.exit_code == 0, result.output
     said = json.loads(result.stdout)
-    assert said["imports"] == ["from typing import *"]
-    assert "import math\nfrom typing import *\n" in two.read_text()
+    assert said["imports"] == ["from shapes_lib import *"]
+    assert "import math\nfrom shapes_lib import *\n" in two.read_text()
     (warning,) = said["warnings"]
-    assert warning.startswith("the rewrite adds `from typing import *` to the file's imports: it binds every")
+    assert warning.startswith("the rewrite adds `from shapes_lib import *` to the file's imports: it binds every")
     plain = run(str(two), "-f", "Rect.__init__", "-i", HINTS, "--json")  # a named import: no such note
     assert plain.exit_code == 0 and json.loads(plain.stdout)["warnings"] == []
+
+
+def test_a_standard_wildcard_import_becomes_the_names_the_code_reads_or_nothing(two):
+    """Asked to add type hints, the coder opened three answers of four with `from typing import *`, `from math
+    import *` and `from functools import *`, above code that needed none, or only `Any`: each went into the user's
+    file. Of a standard module that can be listed, only the names the new code reads and nothing else binds are
+    imported, by name; a star import that brings in none of them is left out."""
+    stars = "from typing import *\nfrom math import *\nfrom functools import *\n\n"
+    hinted = scripted(("def __init__(self, w, h):", stars + "def __init__(self, w: Any, h: Optional[float]) -> None:"))
+    result = run(str(two), "-f", "Rect.__init__", "-i", hinted, "--apply", "--json")
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    assert said["imports"] == ["from typing import Any, Optional"] and said["warnings"] == []
+    assert "import math\nfrom typing import Any, Optional\n" in two.read_text()
+    two.write_text(TWO)
+    none_needed = scripted(("def __init__(self, w, h):", stars + "def __init__(self, w: float, h: float) -> None:"))
+    result = run(str(two), "-f", "Rect.__init__", "-i", none_needed, "--apply", "--json")
+    said = json.loads(result.stdout)
+    assert said["imports"] == [] and said["warnings"] == [] and "import *" not in two.read_text()
+    # a name the file binds already is not imported again (`pi` here); one nothing binds stays undefined
+    two.write_text(TWO.replace("import math\n", "import math\nfrom math import pi\n"))
+    uses = scripted(("def __init__(self, w, h):", stars + "def __init__(self, w: float = pi, h: float = tau) -> None:"))
+    said = json.loads(run(str(two), "-f", "Rect.__init__", "-i", uses, "--json").stdout)
+    assert said["imports"] == ["from math import tau"] and said["undefined_names"] == []
 
 
 def test_an_import_the_file_has_already_is_left_out(two):

@@ -261,3 +261,29 @@ def test_vars_of_an_object_and_a_class_private_name_leave_the_check_on():
     )
     assert names.undefined(text, 1, 9) == {"clamp"}
     assert names.undefined(text.replace("vars(self)", "vars()"), 1, 9) is None
+
+
+def test_a_star_import_becomes_the_names_the_code_reads():
+    from editspec.names import explicit_stars, public_names
+
+    assert "Optional" in public_names("typing") and "sqrt" in public_names("math")
+    assert public_names("antigravity") is None and public_names("shapes_lib") is None  # not run to be listed
+    text = "import os\n\n\ndef f(x: Optional[int] = None) -> List[str]:\n    return [sqrt(x), getcwd()]\n"
+    stars = ["from typing import *", "from math import *", "from os import *", "from m import *"]
+    # os's getcwd is there, but `from os import *` would bind it: it is read, so imported by name
+    assert explicit_stars(stars, text, (4, 5)) == [
+        "from typing import List, Optional",
+        "from math import sqrt",
+        "from os import getcwd",
+        "from m import *",
+    ]
+    # a name an answer's own import binds is not asked of a star import
+    assert explicit_stars(["from typing import List", "from typing import *"], text, (4, 5)) == [
+        "from typing import List",
+        "from typing import Optional",
+    ]
+    assert explicit_stars(["from math import *"], "def f():\n    return 1\n", (1, 2)) == []
+    # a file whose names cannot be told keeps the star import
+    assert explicit_stars(["from math import *"], "exec('x = 1')\ndef f():\n    return sqrt(x)\n", (2, 3)) == [
+        "from math import *"
+    ]
