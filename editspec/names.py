@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import builtins
 import importlib
+import importlib.util
 import re
 import symtable
 import sys
@@ -34,13 +35,15 @@ BUILTINS = set(dir(builtins)) | MODULE_DUNDERS
 EAGER_ANNOTATIONS = sys.version_info < (3, 14)
 
 
-def _tables(text: str) -> tuple[ast.Module, symtable.SymbolTable] | None:
-    """The module's syntax tree and symbol table, or None where names cannot be decided (no parse, a star
-    import, a call that can define names unseen)."""
+def _tables(text: str, strict: bool = True) -> tuple[ast.Module, symtable.SymbolTable] | None:
+    """The module's syntax tree and symbol table, or None where names cannot be decided (no parse, or, when
+    `strict`, a star import or a call that can define names unseen)."""
     parsed = pysource.tables(text)
     if parsed is None:  # (nested too deep for the parser, say): no note
         return None
     tree, top = parsed
+    if not strict:
+        return tree, top
     for n in ast.walk(tree):
         if isinstance(n, ast.ImportFrom) and any(a.name == "*" for a in n.names):
             return None
@@ -311,12 +314,13 @@ def explicit_stars(imports: list[str], text: str, lines: tuple[int, int]) -> lis
     rewritten code (lines `lines` of `text`, the new file without the answer's imports) reads and nothing else
     binds: `from typing import List, Optional`; left out where it reads none of them (asked to add type hints,
     the coder writes `from typing import *`, `from math import *` and `from functools import *` above code that
-    needs none). A star import stays as it is where that cannot be told: the file defines names no statement
-    shows, or M is not a module of LISTABLE."""
+    needs none). A star import stays as it is where M is not a module of LISTABLE. Where the file has a star
+    import of its own, or calls `exec`, the names the code reads that no statement binds are imported by name
+    all the same: the file's may bind some of them too, which imports them twice, not wrongly."""
     stars = {i: STAR.match(i.strip()) for i in imports}
     if not any(stars.values()):
         return imports
-    wanted = undefined(text, *lines)
+    wanted = _undefined_in(_tables(text, strict=False), *lines)
     if wanted is None:
         return imports
     for statement in imports:
@@ -343,3 +347,36 @@ def explicit_stars(imports: list[str], text: str, lines: tuple[int, int]) -> lis
         if used:
             kept.append(f"from {match.group(1)} import {', '.join(used)}")
     return kept
+
+
+def missing_imports(imports: list[str]) -> list[str]:
+    """Of `from M import a, b` statements, the names a module of LISTABLE does not have (nor as a submodule): the
+    file raises ImportError when imported (asked to add type hints to fnmatch, the coder wrote `from os import
+    normcase`, which is os.path's). Each as "`normcase` from os", with where it is among LISTABLE's modules when
+    one has it ("(os.path has it)"). Judged by the Python editspec runs on: a project on another may differ."""
+    found = []
+    for statement in imports:
+        try:
+            parsed = ast.parse(statement)
+        except SyntaxError:
+            continue
+        for node in parsed.body:
+            if not isinstance(node, ast.ImportFrom) or node.level or node.module not in LISTABLE:
+                continue
+            module = importlib.import_module(node.module)
+            for alias in node.names:
+                name = alias.name
+                if name == "*" or hasattr(module, name) or _submodule(module, name):
+                    continue
+                where = sorted(m for m in LISTABLE if m != node.module and name in (public_names(m) or ()))
+                found.append(f"`{name}` from {node.module}" + (f" ({where[0]} has it)" if where else ""))
+    return found
+
+
+def _submodule(module, name: str) -> bool:
+    if not hasattr(module, "__path__"):  # not a package: no submodules
+        return False
+    try:
+        return importlib.util.find_spec(f"{module.__name__}.{name}") is not None
+    except (ImportError, ValueError):
+        return False

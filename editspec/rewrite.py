@@ -15,6 +15,7 @@ import hashlib
 import os
 import re
 import stat
+import sys
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -714,6 +715,7 @@ class RewriteResult:
     redeclared: dict[str, int] = field(default_factory=dict)  # JS, TS: names the new file declares twice: their line
     imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
     imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
+    missing_imports: list[str] = field(default_factory=list)  # Python: names they import that the module lacks
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
     defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
     undefined_names: list[str] = field(default_factory=list)  # Python: names it reads that nothing defines
@@ -927,6 +929,18 @@ class RewriteResult:
             f"({_some(self.arrow_misuses, 4)}); keep it a `function`, or change those lines"
         )
 
+    def missing_import_note(self) -> str | None:
+        """What to tell the user of an import the rewrite added that names what its (standard) module does not
+        have (asked to add type hints to fnmatch, the coder wrote `from os import normcase`): ImportError when
+        the file is imported (written all the same: the project may run another Python, which has it)."""
+        if not self.missing_imports:
+            return None
+        version = f"{sys.version_info.major}.{sys.version_info.minor}"
+        return (
+            f"the rewrite imports {_some(self.missing_imports, 4)}, which Python {version}'s module does not have: "
+            "ImportError when the file is imported; import each from where it is defined"
+        )
+
     def wildcard_note(self) -> str | None:
         """What to tell the user of an import the rewrite added that binds every public name of a module (Python's
         `from typing import *`, which the coder wrote once in a batch adding type hints): it can hide a name the file
@@ -970,6 +984,7 @@ class RewriteResult:
             self.loose_note(),
             self.hoisting_note(),
             self.arrow_note(),
+            self.missing_import_note(),
             self.wildcard_note(),
         )
         return [note for note in notes if note]
@@ -1034,6 +1049,7 @@ class RewriteResult:
             "renamed_to": self.renamed_to or None,
             "renamed_uses": self.renamed_uses,
             "imports": self.imports,
+            "missing_imports": self.missing_imports,
             "warnings": self.warnings(),
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
@@ -1341,6 +1357,7 @@ class Rewriter:
             left_out=left_out,
             imports=imports,
             imports_at=imports_at,
+            missing_imports=names.missing_imports(imports) if spec.name == "python" else [],
             unchanged=written_back(shown, code, spec),
             # (an answer that does not parse may only look empty to the parser: the parse error is the reason given)
             defines_nothing=not errors and defines_nothing(shown, code, spec, target.simple_name),

@@ -498,6 +498,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "generator_change": result.generator_change,
             "generator_uses": result.generator_uses,
             "loose_code": result.loose_code,
+            "missing_imports": result.missing_imports,
             "unhoisted": result.unhoisted,
             "early_uses": result.early_uses,
             "arrow_misuses": result.arrow_misuses,

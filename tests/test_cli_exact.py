@@ -4,6 +4,7 @@ line ends, --range and --line, several --function, exit codes, --trace, the trai
 from __future__ import annotations
 
 import json
+import sys
 
 import pytest
 from click.testing import CliRunner
@@ -622,6 +623,23 @@ def test_a_standard_wildcard_import_becomes_the_names_the_code_reads_or_nothing(
     uses = scripted(("def __init__(self, w, h):", stars + "def __init__(self, w: float = pi, h: float = tau) -> None:"))
     said = json.loads(run(str(two), "-f", "Rect.__init__", "-i", uses, "--json").stdout)
     assert said["imports"] == ["from math import tau"] and said["undefined_names"] == []
+
+
+def test_an_import_of_a_name_its_module_lacks_is_written_with_a_note(two):
+    """Asked to add type hints to fnmatch, the coder changed `os.path.normcase(name)` to `normcase(name)` and wrote
+    `from os import normcase`: os has no normcase (os.path has), and the module no longer imported."""
+    short = scripted(
+        ("def total(xs):", "from os import normcase\n\ndef total(xs):"), ("return s", "return normcase(s)")
+    )
+    result = run(str(two), "-f", "total", "-i", short, "--apply", "--json")
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    assert said["missing_imports"] == ["`normcase` from os (os.path has it)"]
+    version = f"{sys.version_info.major}.{sys.version_info.minor}"
+    assert said["warnings"] == [
+        f"the rewrite imports `normcase` from os (os.path has it), which Python {version}'s module does not have: "
+        "ImportError when the file is imported; import each from where it is defined"
+    ]
 
 
 def test_an_import_the_file_has_already_is_left_out(two):
