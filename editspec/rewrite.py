@@ -1312,17 +1312,8 @@ class Rewriter:
         async_change, async_calls = (
             self._async_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [])
         )
-        generator_change = (
-            generators.generator_change(job.region, new_region, names_in)
-            if function and lines is not None and target.kind not in CLASS_LIKE
-            else ""
-        )
-        generator_uses = (
-            generators.generator_misuses(
-                new_text, names_in[1], lines[1], bool(target.containers), generator_change == "generator"
-            )
-            if generator_change
-            else []
+        generator_change, generator_uses = (
+            self._generator_change(job, new_region, new_text, names_in, lines[1]) if function and lines else ("", [])
         )
         unhoisted, early_uses, arrow_misuses = (
             self._declaration_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [], [])
@@ -1400,6 +1391,19 @@ class Rewriter:
                     new_text, spec, names_in[1], new_lines[0], method, change == "async"
                 )
         return "", []
+
+    @staticmethod
+    def _generator_change(
+        job: _Job, new_region: str, new_text: str, names_in: tuple[str, str], new_lines: tuple[int, int]
+    ) -> tuple[str, list[int]]:
+        """Python: whether the rewrite made its function a generator ("generator") or a generator an ordinary
+        function ("ordinary"), and the lines of the new file whose use of its value no longer fits
+        (editspec.generators); ("", []) where neither."""
+        change = generators.generator_change(job.region, new_region, names_in)
+        if not change:
+            return "", []
+        method = bool(job.target.containers)
+        return change, generators.generator_misuses(new_text, names_in[1], new_lines, method, change == "generator")
 
     @staticmethod
     def _declaration_change(
