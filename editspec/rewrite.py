@@ -21,7 +21,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import calls, generators, hoisting, names, promises, prompts, pysource
+from . import calls, generators, hoisting, names, promises, prompts, properties, pysource
 from .decoding import PREFIX_CACHE_MB, Decoder
 from .engine import Round, Stats
 from .locate import (
@@ -727,6 +727,8 @@ class RewriteResult:
     loose_code: list[str] = field(default_factory=list)  # Python: statements the answer put beside the function
     generator_change: str = ""  # Python: "generator" when the rewrite made the function one, "ordinary" the other way
     generator_uses: list[int] = field(default_factory=list)  # then the lines of the new file whose uses no longer fit
+    property_change: str = ""  # Python: "property" when the rewrite made the method one, "method" the other way
+    property_uses: list[int] = field(default_factory=list)  # then the lines of the new file whose uses no longer fit
     unhoisted: str = ""  # JS, TS: "const", "let", "var" or "class" when the rewrite made a function declaration so
     early_uses: list[int] = field(default_factory=list)  # then the lines of the new file that use it before it runs
     arrow_misuses: list[str] = field(default_factory=list)  # JS, TS: what fails now that it is an arrow function
@@ -884,6 +886,24 @@ class RewriteResult:
             "change its calls, here and in other files"
         )
 
+    def property_note(self) -> str | None:
+        """What to tell the user of a rewrite that made its method a property, or a property a method: the uses that
+        do not change with it stop working (asked to "Make it a property", the coder put `@property` above
+        `def area(self)`, and the file's `self.area()` then raised TypeError: 'float' object is not callable)."""
+        if not self.property_change:
+            return None
+        name = self.target.simple_name
+        here = f"this file does at {_line_list(self.property_uses)}" if self.property_uses else "this file does nowhere"
+        if self.property_change == "property":
+            return (
+                f"the new {self.target.name} is a property, and was a method: `.{name}()` now calls the value it "
+                f"returns, and fails unless that is callable ({here}); drop the parentheses, here and in other files"
+            )
+        return (
+            f"the new {self.target.name} is a method, and was a property: `.{name}` without a call now gets the "
+            f"method, not its value, and nothing says so ({here}); call it, here and in other files"
+        )
+
     def loose_note(self) -> str | None:
         """What to tell the user of statements the answer put beside the function at its level, neither a definition
         nor an import: they run when the module is loaded (or the class defined), not when the function is called
@@ -981,6 +1001,7 @@ class RewriteResult:
             self.parameters_note(),
             self.async_note(),
             self.generator_note(),
+            self.property_note(),
             self.loose_note(),
             self.hoisting_note(),
             self.arrow_note(),
@@ -1042,6 +1063,8 @@ class RewriteResult:
             "async_calls": self.async_calls,
             "generator_change": self.generator_change,
             "generator_uses": self.generator_uses,
+            "property_change": self.property_change,
+            "property_uses": self.property_uses,
             "loose_code": self.loose_code,
             "unhoisted": self.unhoisted,
             "early_uses": self.early_uses,
@@ -1303,6 +1326,7 @@ class Rewriter:
             else []
         )
         function = spec.name == "python" and not errors and target.kind not in CLASS_LIKE
+        method = bool(target.containers)
         names_in = (target.simple_name, renamed or target.simple_name)  # an answer's helper may come first
         parameter_changes = (
             calls.parameter_changes(job.region, new_region, in_class=bool(target.containers), names=names_in)
@@ -1314,6 +1338,14 @@ class Rewriter:
         )
         generator_change, generator_uses = (
             self._generator_change(job, new_region, new_text, names_in, lines[1]) if function and lines else ("", [])
+        )
+        property_change = (
+            properties.property_change(job.region, new_region, names_in) if function and lines and method else ""
+        )
+        property_uses = (
+            properties.property_misuses(new_text, names_in[1], lines[1], property_change == "property")
+            if property_change
+            else []
         )
         unhoisted, early_uses, arrow_misuses = (
             self._declaration_change(job, new_region, new_text, names_in, lines[1]) if lines else ("", [], [])
@@ -1361,6 +1393,8 @@ class Rewriter:
             loose_code=loose,
             generator_change=generator_change,
             generator_uses=generator_uses,
+            property_change=property_change,
+            property_uses=property_uses,
             unhoisted=unhoisted,
             early_uses=early_uses,
             arrow_misuses=arrow_misuses,

@@ -497,6 +497,8 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "async_calls": result.async_calls,
             "generator_change": result.generator_change,
             "generator_uses": result.generator_uses,
+            "property_change": result.property_change,
+            "property_uses": result.property_uses,
             "loose_code": result.loose_code,
             "missing_imports": result.missing_imports,
             "unhoisted": result.unhoisted,

@@ -1430,3 +1430,23 @@ def test_a_javascript_rewrite_that_declares_a_name_twice_is_refused_though_it_pa
     path.write_text("let n;\nlet n;\n" + text)
     kept = run(str(path), "-f", "total", "-i", scripted(("xs.length", "xs.length + 0")), "--apply")
     assert kept.exit_code == 0, kept.output
+
+
+def test_a_method_made_a_property_is_written_with_a_note_naming_its_calls(tmp_path, scripted_model):
+    """Asked to "Make it a property", the coder put `@property` above `def area(self)`, and the file's
+    `self.area()` then raised TypeError: 'float' object is not callable."""
+    path = tmp_path / "circle.py"
+    path.write_text(
+        "class Circle:\n    def __init__(self, r):\n        self.r = r\n\n"
+        "    def area(self):\n        return 3.14 * self.r\n\n"
+        "    def describe(self):\n        return f'{self.area():.2f}'\n"
+    )
+    made = scripted(("def area(self):", "@property\ndef area(self):"))
+    result = run(str(path), "-f", "Circle.area", "-i", made, "--apply")
+    assert result.exit_code == 0, result.output
+    assert "    @property\n    def area(self):" in path.read_text()
+    assert (
+        "note: the new Circle.area is a property, and was a method: `.area()` now calls the value it returns, and "
+        "fails unless that is callable (this file does at line 10); drop the parentheses, here and in other files"
+        in " ".join(result.stderr.split())
+    )
