@@ -368,10 +368,9 @@ _CARRIERS = (ast.Starred, ast.List, ast.Tuple, ast.Set, ast.ListComp, ast.SetCom
 _BUILTINS = frozenset(dir(builtins))
 
 
-def calls_of(text: str, name: str, lines: tuple[int, int], method: bool) -> tuple[dict, list[ast.Call]] | None:
-    """The calls in `text` (a Python file) of the function `name` defined on `lines`, with each node's parent: a
-    function's by its bare name, a method's (`method`) as `self.NAME` or `cls.NAME` from its own class. None when
-    the file does not parse or the function is not found on those lines."""
+def defined_at(text: str, name: str, lines: tuple[int, int]) -> tuple[ast.Module, dict, Function] | None:
+    """`text` (a Python file) parsed, each node's parent, and the function `name` defined on `lines` (1-based,
+    inclusive); None when the file does not parse or no such function is defined there."""
     try:
         tree = ast.parse(text)
     except (SyntaxError, ValueError):
@@ -387,7 +386,18 @@ def calls_of(text: str, name: str, lines: tuple[int, int], method: bool) -> tupl
         ),
         None,
     )
-    if fn is None or (method and not isinstance(parent.get(fn), ast.ClassDef)):
+    return None if fn is None else (tree, parent, fn)
+
+
+def calls_of(text: str, name: str, lines: tuple[int, int], method: bool) -> tuple[dict, list[ast.Call]] | None:
+    """The calls in `text` (a Python file) of the function `name` defined on `lines`, with each node's parent: a
+    function's by its bare name, a method's (`method`) as `self.NAME` or `cls.NAME` from its own class. None when
+    the file does not parse or the function is not found on those lines."""
+    found = defined_at(text, name, lines)
+    if found is None:
+        return None
+    tree, parent, fn = found
+    if method and not isinstance(parent.get(fn), ast.ClassDef):
         return None
     scope = parent[fn] if method else tree
 

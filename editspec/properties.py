@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ast
 
-from .calls import Function, _region_function
+from .calls import Function, _region_function, defined_at
 
 # Decorators that make a method a property: `property`, `functools.cached_property` (either spelling).
 PROPERTY = ("property", "cached_property")
@@ -39,24 +39,10 @@ def property_misuses(text: str, name: str, lines: tuple[int, int], now_property:
     """The lines of `text` (a Python file) whose uses of the method `name`, defined on `lines` in a class, no longer
     fit it after `property_change`: made a property, a call of it; made a method, a read without a call. Empty
     when the file does not parse or no method of a class is defined there."""
-    try:
-        tree = ast.parse(text)
-    except (SyntaxError, ValueError):
+    found = defined_at(text, name, lines)
+    if found is None or not isinstance(found[1].get(found[2]), ast.ClassDef):
         return []
-    parent = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
-    own = next(
-        (
-            n
-            for n in ast.walk(tree)
-            if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef)
-            and n.name == name
-            and lines[0] <= n.lineno <= lines[1]
-            and isinstance(parent.get(n), ast.ClassDef)
-        ),
-        None,
-    )
-    if own is None:
-        return []
+    tree, parent, own = found
     cls = parent[own]
     # Any receiver will do where nothing else in the file bears the name (a property's setter is the same one).
     others = [
