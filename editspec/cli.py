@@ -939,7 +939,10 @@ def batch(
     jobs, unreadable = plan(files, select, apply_)
     if not jobs:
         patterns = " or ".join(map(repr, select))
-        fail(f"no functions matching {patterns} in {len(files)} file(s) under {', '.join(map(str, paths))}", EXIT_INPUT)
+        fail(
+            f"no functions matching {patterns} in {counted(len(files), 'file')} under {', '.join(map(str, paths))}",
+            EXIT_INPUT,
+        )
     if workers and ray_address:
         fail("choose --workers N or --ray, not both (with --ray, --workers is the number of Ray workers)", EXIT_INPUT)
     if ray_address:
@@ -1045,11 +1048,13 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
     part_way = [c for c in resumes.values() if c is not None]
     if state.resumed:
         more = (
-            f", and {sum(c.done for c in part_way)} function(s) of {len(part_way)} file(s) part-way through"
+            f", and {counted(sum(c.done for c in part_way), 'function')} of {counted(len(part_way), 'file')} part-way "
+            "through"
             if part_way
             else ""
         )
-        err.print(f"resuming: {len(outcomes)} file(s) already done{more} (state in {state.path}; --fresh starts over)")
+        finished = counted(len(outcomes), "file")
+        err.print(f"resuming: {finished} already done{more} (state in {state.path}; --fresh starts over)")
     total = sum(len(j.targets) for j in jobs)
     counters = {"tokens": 0, "seconds": 0.0}
     per_worker: dict[str, WorkerStats] = {}
@@ -1147,19 +1152,24 @@ def run_batch(jobs, unreadable, pool, state, apply_, patch_path, json_path, quie
         }
         json_path.write_text(json.dumps(report, indent=1))
     if stopped:
-        fail(f"{stopped}; stopped after {len(outcomes)} of {len(jobs)} files. Run the same command again to resume.",
-             EXIT_MODEL)  # fmt: skip
+        of = counted(len(jobs), "file")
+        fail(f"{stopped}; stopped after {len(outcomes)} of {of}. Run the same command again to resume.", EXIT_MODEL)
     if interrupted:
-        also = f" and {part_done} function(s) of {len(kept)} more (kept for the rerun)" if kept else ""
+        also = f" and {counted(part_done, 'function')} of {len(kept)} more (kept for the rerun)" if kept else ""
         fail(
-            f"interrupted after {len(outcomes)} of {len(jobs)} files{also}; every file is either untouched or fully "
-            f"rewritten. Run the same command again to resume.",
+            f"interrupted after {len(outcomes)} of {counted(len(jobs), 'file')}{also}; every file is either untouched "
+            f"or fully rewritten. Run the same command again to resume.",
             EXIT_INTERRUPTED,
         )
     state.remove()
 
 
 LISTED = 20  # failures, and notes, a batch's summary lists
+
+
+def counted(n: int, noun: str) -> str:
+    """`1 file`, `2 files`, `0 files`."""
+    return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
 def print_batch_summary(outcomes, unreadable, total, applied, patch_path, part_done: int = 0) -> None:
@@ -1172,8 +1182,8 @@ def print_batch_summary(outcomes, unreadable, total, applied, patch_path, part_d
     seconds = sum(o.decode_seconds for o in outcomes)
     plain = sum(o.plain_estimate_seconds for o in outcomes)
     err.print(
-        f"{len(outcomes)} files: {count['rewritten']} rewritten, {count['unchanged']} unchanged, "
-        f"{count['failed']} failed, {count['skipped']} skipped · {functions} of {total} functions done"
+        f"{counted(len(outcomes), 'file')}: {count['rewritten']} rewritten, {count['unchanged']} unchanged, "
+        f"{count['failed']} failed, {count['skipped']} skipped · {functions} of {counted(total, 'function')} done"
         + (f" (and {part_done} in files part-way through)" if part_done else "")
         + f", {rewritten} rewritten, {len(failures)} failed · {tokens} tokens"
         + (f" · speed-up {plain / seconds:.2f}x over plain decoding (estimated)" if seconds and plain else ""),
@@ -1193,7 +1203,7 @@ def print_batch_summary(outcomes, unreadable, total, applied, patch_path, part_d
     for path, why in unreadable:
         err.print(f"  left out: {path}: {why}", highlight=False, soft_wrap=True)
     if applied:
-        err.print(f"wrote {count['rewritten']} file(s)")
+        err.print(f"wrote {counted(count['rewritten'], 'file')}")
     elif patch_path:
         err.print(f"patch written to {patch_path}; nothing else changed")
 

@@ -114,7 +114,7 @@ def test_patch_mode_changes_nothing(tmp_path):
     )
     assert result.exit_code == 0, result.output
     assert {p.name: p.read_bytes() for p in tree.iterdir()} == before
-    assert "1 files:" in result.output and "functions done" in result.output
+    assert "1 file:" in result.output and "1 of 1 function done" in result.output
     # What the patch holds, exactly: tests/test_batch_exact.py (the scripted model).
     assert not (tmp_path / "s.json").exists()  # a finished run leaves no state behind
 

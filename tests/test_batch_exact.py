@@ -112,7 +112,7 @@ def test_of_two_functions_of_one_name_on_one_line_only_the_first_is_rewritten(tm
     assert outcome["rewritten"] == 1 and outcome["failures"] == []
     assert outcome["notes"] == [["m", "not rewritten: it shares a line with m, whose rewrite replaces that line "
                                 f"(rewrite it alone: editspec rewrite {path} --line 1:27)"]]  # fmt: skip
-    assert "1 of 1 functions done, 1 rewritten, 0 failed" in result.stderr
+    assert "1 of 1 function done, 1 rewritten, 0 failed" in result.stderr
 
 
 def test_a_minified_line_s_summary_stays_short(tmp_path, scripted_model):
@@ -190,7 +190,7 @@ def test_interrupted_apply_never_half_writes_and_resumes(tmp_path, signum):
     assert len(done) >= 1 and sorted(done + untouched) == sorted(originals), "a file is half-written"
     resumed = resume(tree, state, "--apply")
     assert resumed.returncode == 0, resumed.stderr
-    assert f"resuming: {len(done)} file(s) already done" in resumed.stderr
+    assert f"resuming: {len(done)} file{'s' * (len(done) != 1)} already done" in resumed.stderr
     for name, text in originals.items():
         assert (tree / name).read_text() == widened(text), f"{name}: redone or not done"
     assert not state.exists()
@@ -232,7 +232,7 @@ def test_interrupted_patch_mode_resumes_into_one_whole_patch(tmp_path):
     interrupt_after_first_file(tree, state, "--patch", str(patch_file))
     assert {p.name: p.read_text() for p in tree.iterdir()} == originals
     resumed = resume(tree, state, "--patch", str(patch_file))
-    assert resumed.returncode == 0 and "resuming: 1 file(s) already done" in resumed.stderr
+    assert resumed.returncode == 0 and "resuming: 1 file already done" in resumed.stderr
     # The tree is outside the current directory: its paths are absolute without the leading /, applied from /.
     applied = subprocess.run(["git", "apply", str(patch_file)], cwd="/", capture_output=True, text=True)
     assert applied.returncode == 0, applied.stderr
@@ -292,7 +292,7 @@ def interrupt_part_way(tree: Path, state: Path, *extra: str) -> int:
     assert proc.returncode == 130, err
     said = " ".join(err.split())
     # (A function may finish between the look at the state and the key press: then more are kept.)
-    found = re.search(r"interrupted after 0 of 1 files and (\d+) function\(s\) of 1 more \(kept for the rerun\)", said)
+    found = re.search(r"interrupted after 0 of 1 file and (\d+) functions? of 1 more \(kept for the rerun\)", said)
     assert found and int(found[1]) >= kept, said
     assert f"(and {found[1]} in files part-way through)" in said  # the summary counts them too
     return int(found[1])
@@ -313,7 +313,7 @@ def test_an_interrupted_file_goes_on_from_its_last_function(tmp_path, workers):
     resumed = resume(tree, state, "--apply", *workers)
     assert resumed.returncode == 0, resumed.stderr
     said = " ".join(resumed.stderr.split())
-    assert f"resuming: 0 file(s) already done, and {kept} function(s) of 1 file(s) part-way through" in said
+    assert f"resuming: 0 files already done, and {kept} function{'s' * (kept != 1)} of 1 file part-way through" in said
     assert (tree / "shapes.py").read_text() == widened(original)
     assert not state.exists()
 
