@@ -162,6 +162,7 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path,
             target_passes=s.target_passes,
             new_region=result.new_region,  # kept in --json, refused or not: what the model wrote
             second_look=bool(result.second_look),  # the answer is a fork of one that wrote the code back
+            own_header=bool(result.trace.get("own_header")),  # started again at a method's header (invented_class)
             written_back=result.unchanged,  # the answer is the code as it was (after any second look)
             imports=result.imports,  # import statements the answer added to the file's imports
             undefined_names=result.undefined_names,  # names it reads that nothing defines (the rewrite's note)
@@ -309,6 +310,7 @@ def summarize(cases: list[dict], methods: tuple[str, ...]) -> dict:
             summary[m]["second_looks"] = len(looked)
             summary[m]["second_look_passes"] = sum(1 for r in looked if r["status"] == "pass")
             summary[m]["written_back"] = sum(1 for r in runs if r.get("written_back"))
+            summary[m]["own_headers"] = sum(1 for r in runs if r.get("own_header"))
             summary[m]["undefined_names"] = sum(1 for r in runs if r.get("undefined_names"))
             summary[m]["bad_calls"] = sum(1 for r in runs if r.get("bad_calls"))
             summary[m]["parameter_changes"] = sum(1 for r in runs if r.get("parameter_changes"))

@@ -437,6 +437,45 @@ def settled_extra_definition(partial: str, spec: LanguageSpec, target: Definitio
     )
 
 
+def invented_class(partial: str, spec: LanguageSpec, target: Definition) -> tuple[bool, tuple[int, str] | None]:
+    """Python, a method: where an answer opens with (imports and then) the method's own class header and goes on
+    with something else than the method, where the class's body begins (characters) and its indentation. A model
+    asked for type hints on a method of a file that imports from `typing` writes the import, the header, and then a
+    class of its own (stub methods, then the one asked for), which is refused; it writes the method there, from
+    the method's own header on (`Rewriter._from_own_header`). A header followed by the method itself is the usual
+    answer, taken out of its class by `unwrap_enclosing_class`. Returns (whether the answer's complete lines settle
+    it, the place or None): (False, None) while they do not."""
+    if spec.name != "python" or not target.containers or target.kind in CLASS_LIKE:
+        return True, None
+    done = partial[: partial.rfind("\n") + 1]
+    rest = leading_imports(done, spec)[1]
+    lines = lf_lines(rest)
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None:
+        return False, None
+    if not _same_class(lines[first], target.containers[-1]):
+        return not IMPORT_LINE.match(lines[first]), None  # (an import: more may follow, then the header)
+    body = next((i for i in range(first + 1, len(lines)) if lines[i].strip()), None)
+    for line in lines[first + 1 :]:
+        text = line.strip()
+        if not text or text.startswith(("@", "#")):
+            continue  # a decorator or a comment: the next line tells
+        indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
+        if own_header(target.simple_name).match(text) or not indent:
+            return True, None
+        return True, (len(done) - len(rest) + sum(map(len, lines[:body])), indent)  # (`rest` ends `done`)
+    return False, None
+
+
+IMPORT_LINE = re.compile(r"\s*(?:import|from)\s")
+
+
+def own_header(name: str) -> re.Pattern[str]:
+    """A Python function's header line, from its start up to its parameters' parenthesis; group 1 ends with the
+    name."""
+    return re.compile(rf"([ \t]*(?:async[ \t]+)?def[ \t]+{re.escape(name)})[ \t]*\(", re.M)
+
+
 def indent_lines(text: str, indent: str) -> str:
     return "".join(indent + line if line.strip() else line for line in lf_lines(text))
 
@@ -1252,7 +1291,10 @@ class Rewriter:
             opening_draft=prompts.opening_length(self.backend, region),
             scores=self.second_look,
         )
-        result = self._result(job, answer, generation.stats)
+        if answer.invented_at is not None:
+            answer, generation, result = self._from_own_header(job, answer, generation, budget)
+        else:
+            result = self._result(job, answer, generation.stats)
         if self.second_look and result.unchanged and result.problem() is None:
             result = self._look_again(job, answer, generation, budget) or result
         return result
@@ -1468,6 +1510,43 @@ class Rewriter:
             (new_first, new_first + new_region.rstrip("\n").count("\n")),
         )
 
+    def _from_own_header(self, job: _Job, first: _Answer, generation, budget: int):
+        """An answer that went on to write a class of its own (`invented_class`), written again from the method's
+        own header: the imports and class header it opened with, then the code shown up to the method's name
+        (decorators and `def NAME`, indented as the answer's class body), then the model's own. Returns the new
+        answer, its generation (its stats count the first one's work too, as a second look's do) and its result,
+        whose trace shows the tokens it was made to start from, as a fork's does, and the first answer."""
+        shown = dedent(job.region, job.indent)
+        header = own_header(job.target.simple_name).search(shown)
+        at, indent = first.invented_at
+        # Up to the name, not its parenthesis: a token the model would not write there ("(" where it writes "(self")
+        # makes it write on as if from somewhere else (parameters of its own, a `# type: ignore`). And inside the
+        # class: at the top level, `TextWrapper.wrap` was written as the module's function `wrap` (`width=70`).
+        forced_text = first.text()[:at] + indent_lines(shown[: header.end(1)], indent)
+        forced = self.backend.tokenize(forced_text, parse_special=False)
+        answer = _Answer(self, job, forced, ["target"] * len(forced), first.counts)
+        again = self.decoder.decode(
+            job.prompt + forced,
+            stop=prompts.FenceStop(self.backend, job.fence),
+            on_tokens=answer,
+            max_tokens=budget - len(forced),
+            opening_draft=0,  # (the drafts copy the code shown from its header on)
+            scores=self.second_look,
+        )
+        stats = copy.copy(generation.stats)
+        stats.rounds = list(stats.rounds)
+        _add_work(stats, again.stats)
+        stats.stop_reason = again.stats.stop_reason
+        result = self._result(job, answer, stats)
+        result.trace = forked_trace(
+            build_trace(self.backend, job.prompt + forced, again.tokens, again.stats),
+            self.backend,
+            forced,
+            answer.origins[: len(forced)],
+        )
+        result.trace["own_header"] = {"first_answer": first.text(), "forced_tokens": len(forced)}
+        return answer, dataclasses.replace(again, stats=stats), result
+
     def _look_again(self, job: _Job, first: _Answer, generation, budget: int) -> RewriteResult | None:
         """The second look at an answer that is the code written back as it was (`written_back`): the user asked
         for a change, and a model that writes its input back has usually passed by the change at a place where
@@ -1511,10 +1590,11 @@ class Rewriter:
         before) is written only until another leads. The answer kept is the same as writing each fork whole in
         turn: the likeliest fork that changes the code and passes the checks."""
         tokens, scores = generation.tokens, generation.scores
+        head = first.tokens[: len(first.tokens) - len(tokens)]  # what the generation was made to start from
         forks = []
         for i in places:
-            forced = [*tokens[:i], scores[i].alternative]
-            answer = _Answer(self, first.job, forced, [*first.origins[:i], "target"], first.counts)
+            forced = [*head, *tokens[:i], scores[i].alternative]
+            answer = _Answer(self, first.job, forced, [*first.origins[: len(head) + i], "target"], first.counts)
             forks.append(_Fork(i, forced, bounds[i], answer, prompts.FenceStop(self.backend, first.job.fence)))
         best: tuple[float, RewriteResult] | None = None
         tried = 0
@@ -1565,9 +1645,9 @@ class Rewriter:
                 or (best is not None and fork.logprob <= best[0])
             ):
                 continue  # refused, or no change to the code (a comment, spacing, an import), or less likely
-            line = self.backend.detokenize(tokens[: fork.at]).count("\n") + 1
+            line = self.backend.detokenize([*head, *tokens[: fork.at]]).count("\n") + 1
             result.second_look = {
-                "forked_at_token": fork.at,
+                "forked_at_token": len(head) + fork.at,
                 "forked_at_line": line,
                 "logprob": round(fork.logprob, 3),
             }
@@ -1731,6 +1811,15 @@ class _Answer:
         self.logprob = 0.0  # of the tokens written since the prefix (with scores: every one, the first included)
         self.stop_below: float | None = None  # stop once `logprob` falls below this (a second look's fork)
         self.less_likely = False  # stopped so
+        # Python, a method: watched until its opening lines settle whether the answer writes a class of its own
+        # (`invented_class`); if so, stopped there (`invented_at`: where the class's body begins, and its indent).
+        self.watch_class = (
+            job.spec.name == "python"
+            and bool(job.target.containers)
+            and not prefix
+            and own_header(job.target.simple_name).search(job.region) is not None
+        )
+        self.invented_at: tuple[int, str] | None = None
 
     def text(self) -> str:
         return prompts.code_before_fence(self.bytes.decode("utf-8", errors="replace"), self.job.fence)
@@ -1752,6 +1841,11 @@ class _Answer:
                 self.less_likely = True
                 return True
         job, finish_refused = self.job, self.rewriter.finish_refused
+        if self.watch_class:
+            settled, self.invented_at = invented_class(self.text(), job.spec, job.target)
+            self.watch_class = not settled
+            if self.invented_at is not None:
+                return True
         if job.on_progress is None and finish_refused:
             return False
         text = unwrap_enclosing_class(self.text(), job.target.containers)

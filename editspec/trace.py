@@ -174,6 +174,18 @@ def _second_look_note(trace: dict) -> str:
     )
 
 
+def _own_header_note(trace: dict) -> str:
+    restart = trace.get("own_header")
+    if not restart:
+        return ""
+    opening = " … ".join(line.strip() for line in restart["first_answer"].splitlines() if line.strip())
+    return (
+        "<p><b>From the method's own header.</b> The model's first answer went on to write a class of its own ("
+        f"<code>{html.escape(opening)}</code>); this one was started again inside the class, at the method's "
+        "header. The rounds below are this one's.</p>"
+    )
+
+
 def render_html(trace: dict, title: str = "editspec trace") -> str:
     e = html.escape
     spans = []
@@ -214,7 +226,7 @@ def render_html(trace: dict, title: str = "editspec trace") -> str:
 <p class="legend"><span class="copied">copied from the source, accepted</span><span class="drafted">drafted by the
 draft model, accepted</span><span class="target">the target model's own token</span></p>
 <div>{"".join(f'<span class="fig">{e(k)}<b>{e(v)}</b></span>' for k, v in figures)}</div>
-{_second_look_note(trace)}
+{_own_header_note(trace)}{_second_look_note(trace)}
 <h2>The generated text ({len(trace["tokens"])} tokens; click a token to see where it came from)</h2>
 <pre class="code" id="output">{"".join(spans)}</pre>
 <div id="source"></div>

@@ -32,12 +32,13 @@ TRAILING = SOURCE.replace("    return rna\n", "    return rna  \n")
 
 class ForkingBackend(ScriptedBackend):
     """Answers `scripts[0]` greedily; `scripts[k]` (k > 0) is offered, with logit `near[k]` against the first's
-    10, at the byte where it parts from the first, and written surely after that."""
+    10, at the byte where it parts from the first (or from `scripts[parents[k]]`), and written surely after that."""
 
-    def __init__(self, scripts: list[str], near: list[float]):
+    def __init__(self, scripts: list[str], near: list[float], parents: list[int] | None = None):
         super().__init__()
         self.scripts = [(s + "```\n").encode() for s in scripts]
         self.near = [10.0, *near]
+        self.parents = parents or [0] * len(scripts)
 
     def logits_after(self, history) -> np.ndarray:
         data = bytes(t for t in history if t < END)
@@ -47,11 +48,13 @@ class ForkingBackend(ScriptedBackend):
         written = data[data.index(b"\n", start + len(ANSWER_START)) + 1 :]
         row = np.zeros(self.n_vocab, dtype=np.float32)
         row[END] = 1.0
-        first = self.scripts[0]
-        for script, near in zip(self.scripts, self.near, strict=True):
+        for k, (script, near, parent) in enumerate(zip(self.scripts, self.near, self.parents, strict=True)):
             if not script.startswith(written) or len(written) >= len(script):
                 continue
+            first = self.scripts[parent]
             parts_at = next((i for i, (a, b) in enumerate(zip(script, first, strict=False)) if a != b), len(first))
+            if k and len(written) < parts_at:
+                continue  # its parent's byte, which its parent offers (as likely as it is there)
             logit = near if len(written) == parts_at else 10.0
             row[script[len(written)]] = max(row[script[len(written)]], logit)
         return row
