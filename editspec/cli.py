@@ -710,7 +710,7 @@ def print_quality(result: dict, methods) -> None:
         if "second_looks" in s[m]:
             out.print(
                 f"{labels[m]}: {s[m]['second_looks']} answers from a second look ({s[m]['second_look_passes']} "
-                f"pass), {s[m].get('own_headers', 0)} started again at the method's own header, "
+                f"pass), {s[m].get('own_headers', 0)} started again at the function's own header, "
                 f"{s[m]['written_back']} the code written back unchanged, {s[m]['undefined_names']} reading a "
                 f"name nothing defines, {s[m]['bad_calls']} calling the file's functions with arguments they "
                 f"do not take, {s[m].get('renamed', 0)} renaming the definition, {s[m].get('parameter_changes', 0)} "

@@ -349,6 +349,41 @@ def explicit_stars(imports: list[str], text: str, lines: tuple[int, int]) -> lis
     return kept
 
 
+def without_own_names(imports: list[str], text: str) -> tuple[list[str], list[str]]:
+    """The import statements an answer opens with, less each name that a module of LISTABLE does not have and that
+    the file (`text`, the new file without the answer's imports) binds itself: asked to add type hints to
+    textwrap's `shorten`, the coder wrote `from typing import TextWrapper` above the file's own `class
+    TextWrapper`, and the module no longer imported. The code means the file's own; on a Python whose module had
+    the name, the import would only be hidden by it. Returns (the statements kept, each name left out as
+    "`TextWrapper` from typing"); a statement whose every name is left out is left out too."""
+    parsed_text = pysource.tables(text)
+    if parsed_text is None:
+        return imports, []
+    own = _module_names(parsed_text[1])
+    kept, left_out = [], []
+    for statement in imports:
+        try:
+            body = ast.parse(statement).body
+        except SyntaxError:
+            body = []
+        node = body[0] if len(body) == 1 else None
+        if not isinstance(node, ast.ImportFrom) or node.level or node.module not in LISTABLE:
+            kept.append(statement)
+            continue
+        module = importlib.import_module(node.module)
+        names = [a for a in node.names if not ((a.asname or a.name) in own and _lacks(module, a.name))]
+        left_out += [f"`{a.name}` from {node.module}" for a in node.names if a not in names]
+        if len(names) == len(node.names):
+            kept.append(statement)
+        elif names:
+            kept.append(ast.unparse(ast.ImportFrom(module=node.module, names=names, level=0)))
+    return kept, left_out
+
+
+def _lacks(module, name: str) -> bool:
+    return name != "*" and not hasattr(module, name) and not _submodule(module, name)
+
+
 def missing_imports(imports: list[str]) -> list[str]:
     """Of `from M import a, b` statements, the names a module of LISTABLE does not have (nor as a submodule): the
     file raises ImportError when imported (asked to add type hints to fnmatch, the coder wrote `from os import
@@ -366,7 +401,7 @@ def missing_imports(imports: list[str]) -> list[str]:
             module = importlib.import_module(node.module)
             for alias in node.names:
                 name = alias.name
-                if name == "*" or hasattr(module, name) or _submodule(module, name):
+                if not _lacks(module, name):
                     continue
                 where = sorted(m for m in LISTABLE if m != node.module and name in (public_names(m) or ()))
                 found.append(f"`{name}` from {node.module}" + (f" ({where[0]} has it)" if where else ""))

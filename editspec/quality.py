@@ -162,7 +162,7 @@ def rewrite_as_the_cli_does(rewriter: Rewriter, problem: Problem, workdir: Path,
             target_passes=s.target_passes,
             new_region=result.new_region,  # kept in --json, refused or not: what the model wrote
             second_look=bool(result.second_look),  # the answer is a fork of one that wrote the code back
-            own_header=bool(result.trace.get("own_header")),  # started again at a method's header (invented_class)
+            own_header=bool(result.trace.get("own_header")),  # started again at its own header (opened_elsewhere)
             written_back=result.unchanged,  # the answer is the code as it was (after any second look)
             imports=result.imports,  # import statements the answer added to the file's imports
             undefined_names=result.undefined_names,  # names it reads that nothing defines (the rewrite's note)

@@ -456,18 +456,57 @@ def invented_class(partial: str, spec: LanguageSpec, target: Definition) -> tupl
     if not _same_class(lines[first], target.containers[-1]):
         return not IMPORT_LINE.match(lines[first]), None  # (an import: more may follow, then the header)
     body = next((i for i in range(first + 1, len(lines)) if lines[i].strip()), None)
-    for line in lines[first + 1 :]:
+    if body is None:
+        return False, None
+    indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
+    for line in lines[body:]:
         text = line.strip()
         if not text or text.startswith(("@", "#")):
             continue  # a decorator or a comment: the next line tells
-        indent = lines[body][: len(lines[body]) - len(lines[body].lstrip())]
         if own_header(target.simple_name).match(text) or not indent:
             return True, None
         return True, (len(done) - len(rest) + sum(map(len, lines[:body])), indent)  # (`rest` ends `done`)
     return False, None
 
 
+def other_definition_first(
+    partial: str, spec: LanguageSpec, target: Definition, existing: set[str]
+) -> tuple[bool, tuple[int, str] | None]:
+    """Python, a function of the module: where an answer opens with (imports and then) another of the file's
+    definitions, where that begins (characters), and no indentation. Asked to add type hints to textwrap's module
+    function `wrap`, the coder wrote the file's `class TextWrapper:` first, which is refused (the file's other
+    definitions are not the rewrite's to write); it writes the function from its own header on instead
+    (`Rewriter._from_own_header`). Returns (settled, place) as `invented_class` does."""
+    if spec.name != "python" or target.containers or target.kind in CLASS_LIKE:
+        return True, None
+    done = partial[: partial.rfind("\n") + 1]
+    rest = leading_imports(done, spec)[1]
+    lines = lf_lines(rest)
+    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    if first is None or IMPORT_LINE.match(lines[first]):
+        return False, None  # (an import: more may follow)
+    line = next((line for line in lines[first:] if line.strip() and not line.startswith("@")), None)
+    if line is None:
+        return False, None  # decorators so far: the definition's header tells
+    header = DEFINITION_NAME.match(line)
+    if header is None or header.group(1) not in existing or header.group(1) == target.simple_name:
+        return True, None
+    return True, (len(done) - len(rest) + sum(map(len, lines[:first])), "")
+
+
+def opened_elsewhere(
+    partial: str, spec: LanguageSpec, target: Definition, existing: set[str]
+) -> tuple[bool, tuple[int, str] | None]:
+    """Where a Python answer that should be started again from the target's own header went astray: a method's,
+    inside a class of its own (`invented_class`); a module function's, at another of the file's definitions
+    (`other_definition_first`)."""
+    if target.containers:
+        return invented_class(partial, spec, target)
+    return other_definition_first(partial, spec, target, existing)
+
+
 IMPORT_LINE = re.compile(r"\s*(?:import|from)\s")
+DEFINITION_NAME = re.compile(r"(?:async[ \t]+)?(?:def|class)[ \t]+(\w+)")
 
 
 def own_header(name: str) -> re.Pattern[str]:
@@ -755,6 +794,7 @@ class RewriteResult:
     imports: list[str] = field(default_factory=list)  # import statements the answer added to the file's imports
     imports_at: tuple[int, str] = (0, "")  # where they went: a byte offset of the old text, and the text inserted
     missing_imports: list[str] = field(default_factory=list)  # Python: names they import that the module lacks
+    imports_left_out: list[str] = field(default_factory=list)  # Python: and the file binds itself: not imported
     unchanged: bool = False  # the answer is the code written back as it was (imports aside)
     defines_nothing: bool = False  # the code held a definition and the answer holds none (it would delete it)
     undefined_names: list[str] = field(default_factory=list)  # Python: names it reads that nothing defines
@@ -1112,6 +1152,7 @@ class RewriteResult:
             "renamed_uses": self.renamed_uses,
             "imports": self.imports,
             "missing_imports": self.missing_imports,
+            "imports_left_out": self.imports_left_out,
             "warnings": self.warnings(),
             "unchanged": self.unchanged,
             "second_look": self.second_look or None,
@@ -1291,7 +1332,7 @@ class Rewriter:
             opening_draft=prompts.opening_length(self.backend, region),
             scores=self.second_look,
         )
-        if answer.invented_at is not None:
+        if answer.restart_at is not None:
             answer, generation, result = self._from_own_header(job, answer, generation, budget)
         else:
             result = self._result(job, answer, generation.stats)
@@ -1340,8 +1381,10 @@ class Rewriter:
         renamed = "" if errors else renamed_to(code, spec, target, existing)
         uses = name_uses(target.simple_name, new_data, new_tree, (target.start, new_end)) if renamed else []
         edits = text_edits(job.region, new_region, start_char)
+        imports_left_out: list[str] = []
         if spec.name == "python" and imports and not errors:
             imports = names.explicit_stars(imports, new_text, self._region_lines(job, new_region, start_char, "")[1])
+            imports, imports_left_out = names.without_own_names(imports, new_text)
         imports = new_imports(imports, file_imports(job.tree, spec, outside=(target.start, target.end)), spec)
         if imports:
             at, block = import_insertion(job.data, job.tree, spec, target.start, imports)
@@ -1423,6 +1466,7 @@ class Rewriter:
             imports=imports,
             imports_at=imports_at,
             missing_imports=names.missing_imports(imports) if spec.name == "python" else [],
+            imports_left_out=imports_left_out,
             unchanged=written_back(shown, code, spec),
             # (an answer that does not parse may only look empty to the parser: the parse error is the reason given)
             defines_nothing=not errors and defines_nothing(shown, code, spec, target.simple_name),
@@ -1511,14 +1555,15 @@ class Rewriter:
         )
 
     def _from_own_header(self, job: _Job, first: _Answer, generation, budget: int):
-        """An answer that went on to write a class of its own (`invented_class`), written again from the method's
-        own header: the imports and class header it opened with, then the code shown up to the method's name
-        (decorators and `def NAME`, indented as the answer's class body), then the model's own. Returns the new
-        answer, its generation (its stats count the first one's work too, as a second look's do) and its result,
-        whose trace shows the tokens it was made to start from, as a fork's does, and the first answer."""
+        """An answer that went astray before the target's own header (`opened_elsewhere`), written again from
+        there: what it opened with up to there (imports; a method's class header), then the code shown up to the
+        target's name (decorators and `def NAME`, indented as the answer's class body, if any), then the model's
+        own. Returns the new answer, its generation (its stats count the first one's work too, as a second look's
+        do) and its result, whose trace shows the tokens it was made to start from, as a fork's does, and the first
+        answer."""
         shown = dedent(job.region, job.indent)
         header = own_header(job.target.simple_name).search(shown)
-        at, indent = first.invented_at
+        at, indent = first.restart_at
         # Up to the name, not its parenthesis: a token the model would not write there ("(" where it writes "(self")
         # makes it write on as if from somewhere else (parameters of its own, a `# type: ignore`). And inside the
         # class: at the top level, `TextWrapper.wrap` was written as the module's function `wrap` (`width=70`).
@@ -1539,12 +1584,13 @@ class Rewriter:
         stats.stop_reason = again.stats.stop_reason
         result = self._result(job, answer, stats)
         result.trace = forked_trace(
-            build_trace(self.backend, job.prompt + forced, again.tokens, again.stats),
-            self.backend,
-            forced,
-            answer.origins[: len(forced)],
+            self.backend, job.prompt, forced, again.tokens, again.stats, answer.origins[: len(forced)]
         )
-        result.trace["own_header"] = {"first_answer": first.text(), "forced_tokens": len(forced)}
+        result.trace["own_header"] = {
+            "first_answer": first.text(),
+            "forced_tokens": len(forced),
+            "kind": "method" if job.target.containers else "function",
+        }
         return answer, dataclasses.replace(again, stats=stats), result
 
     def _look_again(self, job: _Job, first: _Answer, generation, budget: int) -> RewriteResult | None:
@@ -1652,10 +1698,7 @@ class Rewriter:
                 "logprob": round(fork.logprob, 3),
             }
             result.trace = forked_trace(
-                build_trace(self.backend, job.prompt + fork.forced, fork.tokens, fork.stats),
-                self.backend,
-                fork.forced,
-                answer.origins[: len(fork.forced)],
+                self.backend, job.prompt, fork.forced, fork.tokens, fork.stats, answer.origins[: len(fork.forced)]
             )
             best = (fork.logprob, result)
         return best, tried
@@ -1811,15 +1854,15 @@ class _Answer:
         self.logprob = 0.0  # of the tokens written since the prefix (with scores: every one, the first included)
         self.stop_below: float | None = None  # stop once `logprob` falls below this (a second look's fork)
         self.less_likely = False  # stopped so
-        # Python, a method: watched until its opening lines settle whether the answer writes a class of its own
-        # (`invented_class`); if so, stopped there (`invented_at`: where the class's body begins, and its indent).
-        self.watch_class = (
+        # Python, a function: watched until its opening lines settle whether the answer went astray before the
+        # target's own header (`opened_elsewhere`); if so, stopped there (`restart_at`: where the answer is to be
+        # started again from the target's header, and the indentation it takes there).
+        self.watch_opening = (
             job.spec.name == "python"
-            and bool(job.target.containers)
             and not prefix
             and own_header(job.target.simple_name).search(job.region) is not None
         )
-        self.invented_at: tuple[int, str] | None = None
+        self.restart_at: tuple[int, str] | None = None
 
     def text(self) -> str:
         return prompts.code_before_fence(self.bytes.decode("utf-8", errors="replace"), self.job.fence)
@@ -1834,17 +1877,18 @@ class _Answer:
         self.tokens.extend(tokens)
         # Grown by this round's tokens, not re-joined from all of them: this runs every round. Before the stop
         # below: a fork paused there goes on later with all it wrote.
-        self.bytes += b"".join(self.backend.token_bytes(t) for t in tokens)
+        grown = b"".join(self.backend.token_bytes(t) for t in tokens)
+        self.bytes += grown
         if rnd.scores:
             self.logprob += sum(score.logprob for score in rnd.scores)
             if self.stop_below is not None and self.logprob < self.stop_below:
                 self.less_likely = True
                 return True
         job, finish_refused = self.job, self.rewriter.finish_refused
-        if self.watch_class:
-            settled, self.invented_at = invented_class(self.text(), job.spec, job.target)
-            self.watch_class = not settled
-            if self.invented_at is not None:
+        if self.watch_opening and b"\n" in grown:  # (it reads complete lines only)
+            settled, self.restart_at = opened_elsewhere(self.text(), job.spec, job.target, job.existing)
+            self.watch_opening = not settled
+            if self.restart_at is not None:
                 return True
         if job.on_progress is None and finish_refused:
             return False

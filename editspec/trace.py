@@ -99,9 +99,13 @@ def build_trace(backend, prompt: Sequence[int], output: Sequence[int], stats: St
     return {"tokens": tokens, "rounds": rounds, "figures": figures, "output": "".join(texts)}
 
 
-def forked_trace(trace: dict, backend, forced: Sequence[int], origins: Sequence[str]) -> dict:
-    """The trace of a fork (see `Rewriter._look_again`), with the tokens it was forced to start from in front:
-    the first answer's up to the fork, then the one token put in its place. Its rounds are the fork's own."""
+def forked_trace(
+    backend, prompt: Sequence[int], forced: Sequence[int], output: Sequence[int], stats: Stats, origins: Sequence[str]
+) -> dict:
+    """The trace of an answer the model was made to start from `forced` tokens after the prompt (a second look's
+    fork, see `Rewriter._look_again`: the first answer's tokens up to the fork, then the one put in its place; or
+    a method's own header, `Rewriter._from_own_header`), with those tokens in front. Its rounds are its own."""
+    trace = build_trace(backend, [*prompt, *forced], output, stats)
     texts = _texts(backend, forced)
     head = [{"text": t, "origin": o, "round": -1} for t, o in zip(texts, origins, strict=False)]
     return {**trace, "tokens": head + trace["tokens"], "output": "".join(texts) + trace["output"]}
@@ -179,6 +183,12 @@ def _own_header_note(trace: dict) -> str:
     if not restart:
         return ""
     opening = " … ".join(line.strip() for line in restart["first_answer"].splitlines() if line.strip())
+    if restart.get("kind") == "function":
+        return (
+            "<p><b>From the function's own header.</b> The model's first answer opened with another of the file's "
+            f"definitions (<code>{html.escape(opening)}</code>); this one was started again at the function's "
+            "header. The rounds below are this one's.</p>"
+        )
     return (
         "<p><b>From the method's own header.</b> The model's first answer went on to write a class of its own ("
         f"<code>{html.escape(opening)}</code>); this one was started again inside the class, at the method's "

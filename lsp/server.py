@@ -501,6 +501,7 @@ async def rewrite(ls: EditSpecServer, *args) -> dict:
             "property_uses": result.property_uses,
             "loose_code": result.loose_code,
             "missing_imports": result.missing_imports,
+            "imports_left_out": result.imports_left_out,
             "unhoisted": result.unhoisted,
             "early_uses": result.early_uses,
             "arrow_misuses": result.arrow_misuses,

@@ -5,7 +5,8 @@ The instruction `scripted: [["old", "new"], ...]` (JSON after the prefix) makes 
 each `old` replaced by its `new`; any other instruction gives the function back unchanged. `scripted-near:` with
 the same list gives it back unchanged too, but offers each replacement as the runner-up (logit 9 against 10) at
 the byte where it parts from the unchanged answer, and writes it surely once it is taken (a second look's
-fork). Every byte is a token (256 ends the answer), so prompt lookup drafts copies as it does for a real model.
+fork). An answer the rewrite starts again from a line of its own goes on from that line in the answer. Every
+byte is a token (256 ends the answer), so prompt lookup drafts copies as it does for a real model.
 `EDITSPEC_SCRIPTED_DELAY` (seconds) is slept in every model pass of the answer, so that a test can edit,
 cancel or shut down while it streams. An answer that has written `CRASH` ends the process at once (exit code
 70), as a server killed half-way through a rewrite.
@@ -107,10 +108,11 @@ class ScriptedBackend(FakeBackend):
             os._exit(70)
         row[END] = 1.0
         for answer in answers:
-            if answer.startswith(written) and len(written) < len(answer):
+            at = _going_on(answer, written)
+            if at is not None and at < len(answer):
                 parts_at = next((i for i, (a, b) in enumerate(zip(answer, first, strict=False)) if a != b), len(first))
-                logit = 9.0 if len(written) == parts_at else 10.0
-                row[answer[len(written)]] = max(row[answer[len(written)]], logit)
+                logit = 9.0 if at == parts_at else 10.0
+                row[answer[at]] = max(row[answer[at]], logit)
         if row.max() == 1.0:
             row[END] = 10.0
         return row
@@ -122,6 +124,22 @@ class ScriptedBackend(FakeBackend):
         if self.delay and self._answering():
             time.sleep(self.delay)
         return super().evaluate(tokens)
+
+
+def _going_on(answer: bytes, written: bytes) -> int | None:
+    """Where in `answer` the model is, having written `written`: after it, where the answer begins with it; or,
+    where the rewrite made the model start again from a line of its own (a function's own header, after an answer
+    that opened with another of the file's definitions), after that line's text where the answer has it at a
+    line's start, as a model that goes on from there."""
+    if answer.startswith(written):
+        return len(written)
+    starts = [0] + [i + 1 for i, byte in enumerate(written) if byte == ord("\n")]
+    for start in starts:  # the longest piece of `written` from a line's start on that the answer has so
+        piece = written[start:]
+        at = answer.find(b"\n" + piece) + 1 if piece.strip() else 0
+        if at > 0:
+            return at + len(piece)
+    return None
 
 
 def scripted_decoder(options=None):

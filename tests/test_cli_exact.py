@@ -115,8 +115,9 @@ ADD_DOC = scripted(
     ("class Rect:\n", 'class Rect:\n    """A rectangle."""\n\n'), ("def total(xs):\n", "def total(xs):\n    # sum\n")
 )
 # total's answer also defines Rect again, before total: refused, as one --function refuses it.
-COPIES_RECT = scripted(
-    ("def total(xs):\n", "class Rect:\n    pass\n\n\ndef total(xs):\n"),
+# An answer for total that writes it twice (refused: the model wrote more than total); Rect's gets a comment.
+TWICE = scripted(
+    ("def total(xs):\n", "def total(xs):\n    pass\n\n\ndef total(xs):\n"),
     ("class Rect:\n    def", "class Rect:\n    # r\n    def"),
 )
 
@@ -220,14 +221,14 @@ def test_several_lines_rewrite_each_definition_there_as_several_functions_do(two
 
 
 def test_several_functions_refuse_per_function_as_one_does(two):
-    diff = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT)
+    diff = run(str(two), "-f", "Rect", "-f", "total", "-i", TWICE)
     # No --apply: the diff of what would be written, a warning, and the exit --apply would give (for scripts).
     assert diff.exit_code == EXIT_UNPARSABLE, diff.output
-    assert "+    # r" in diff.stdout and "class Rect:\n+    pass" not in diff.stdout
+    assert "+    # r" in diff.stdout and "+    pass" not in diff.stdout
     assert "total: the model wrote more than total" in diff.stderr
     assert "total: refused: --apply would not write this" in diff.stderr
 
-    applied = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT, "--apply")
+    applied = run(str(two), "-f", "Rect", "-f", "total", "-i", TWICE, "--apply")
     assert applied.exit_code == EXIT_UNPARSABLE, applied.output
     assert two.read_text() == TWO.replace("class Rect:\n    def", "class Rect:\n    # r\n    def")  # Rect only
 
@@ -237,9 +238,9 @@ def test_several_functions_refuse_per_function_as_one_does(two):
 
 
 def test_several_functions_with_force_show_and_trace(two, tmp_path):
-    forced = run(str(two), "-f", "Rect", "-f", "total", "-i", COPIES_RECT, "--apply", "--force")
+    forced = run(str(two), "-f", "Rect", "-f", "total", "-i", TWICE, "--apply", "--force")
     assert forced.exit_code == 0, forced.output
-    assert two.read_text().count("class Rect:") == 2  # forced: written as the model wrote it
+    assert two.read_text().count("def total(xs):") == 2  # forced: written as the model wrote it
     two.write_text(TWO)
     shown = run(str(two), "-f", "Rect", "-f", "total", "-i", ADD_DOC, "--show")
     assert shown.exit_code == 0
@@ -462,17 +463,30 @@ def test_an_answer_that_does_not_parse_is_refused_as_such_not_as_holding_no_defi
     assert "holds no definition" not in result.output and path.read_text() == text
 
 
+def test_a_function_answered_with_the_files_class_first_is_written_from_its_own_header(two):
+    """The model writes the file's `class Rect` again before `total` (refused until the forty-eighth session):
+    the answer is stopped at the class's header and started again from `def total`."""
+    copies_rect = scripted(
+        ("def total(xs):\n", "class Rect:\n    pass\n\n\ndef total(xs):\n"), ("return s", "return sum(xs)")
+    )
+    result = run(str(two), "-f", "total", "-i", copies_rect, "--apply", "--json")
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    assert said["problem"] is None and said["trace"]["own_header"]["first_answer"] == "class Rect:\n"
+    assert two.read_text() == TWO.replace("return s", "return sum(xs)")
+
+
 def test_a_preview_of_a_refused_result_exits_as_apply_would(two):
     """Without --apply nothing is written either way, but a script must be able to tell a refused result: the diff
     and the warning, then exit 5; --force takes the result, and a preview of an accepted one exits 0."""
     for extra in ([], ["--json"], ["--show"]):
-        result = run(str(two), "-f", "total", "-i", COPIES_RECT, *extra)
+        result = run(str(two), "-f", "total", "-i", TWICE, *extra)
         assert result.exit_code == EXIT_UNPARSABLE, (extra, result.output)
         assert "refused: --apply would not write this" in result.stderr
         assert two.read_text() == TWO
-    assert "+class Rect:" in run(str(two), "-f", "total", "-i", COPIES_RECT).stdout  # the diff is shown all the same
-    assert json.loads(run(str(two), "-f", "total", "-i", COPIES_RECT, "--json").stdout)["problem"]
-    forced = run(str(two), "-f", "total", "-i", COPIES_RECT, "--force")
+    assert "+def total(xs):" in run(str(two), "-f", "total", "-i", TWICE).stdout  # the diff is shown all the same
+    assert json.loads(run(str(two), "-f", "total", "-i", TWICE, "--json").stdout)["problem"]
+    forced = run(str(two), "-f", "total", "-i", TWICE, "--force")
     assert forced.exit_code == 0 and "refused" not in forced.stderr, forced.output
     assert run(str(two), "-f", "total", "-i", USE_SUM).exit_code == 0
 
@@ -640,6 +654,20 @@ def test_an_import_of_a_name_its_module_lacks_is_written_with_a_note(two):
         f"the rewrite imports `normcase` from os (os.path has it), which Python {version}'s module does not have: "
         "ImportError when the file is imported; import each from where it is defined"
     ]
+
+
+def test_an_import_of_the_files_own_name_from_a_module_that_lacks_it_is_left_out(two):
+    """Asked to add type hints to textwrap's `shorten`, the coder wrote `from typing import TextWrapper` above the
+    file's own `class TextWrapper`: the module no longer imported. The import is left out, the rest kept."""
+    own = scripted(("def total(xs):", "from typing import List, Rect\n\ndef total(xs: List[Rect]):"))
+    result = run(str(two), "-f", "total", "-i", own, "--apply", "--json")
+    assert result.exit_code == 0, result.output
+    said = json.loads(result.stdout)
+    assert said["imports_left_out"] == ["`Rect` from typing"] and said["missing_imports"] == []
+    assert said["warnings"] == []
+    assert two.read_text() == TWO.replace("import math\n", "import math\nfrom typing import List\n").replace(
+        "def total(xs):", "def total(xs: List[Rect]):"
+    )
 
 
 def test_an_import_the_file_has_already_is_left_out(two):

@@ -294,6 +294,26 @@ def test_a_star_import_becomes_the_names_the_code_reads():
     ]
 
 
+def test_an_import_of_a_name_the_file_binds_itself_and_its_module_lacks_is_left_out():
+    from editspec.names import without_own_names
+
+    text = "import math\n\n\nclass TextWrapper:\n    pass\n\n\nShort = int\n\n\ndef shorten(s): return s\n"
+    imports = ["from typing import List, TextWrapper", "from typing import Short as Short", "from os import path"]
+    assert without_own_names(imports, text) == (
+        ["from typing import List", "from os import path"],
+        ["`TextWrapper` from typing", "`Short` from typing"],
+    )
+    # a name the module has stays, though the file binds it too
+    assert without_own_names(["from os import path"], "path = 1\n") == (["from os import path"], [])
+    # a name the module lacks and the file does not bind stays, for the missing-import note; a file that does not
+    # parse: nothing can be told
+    assert without_own_names(["from typing import Nope"], text) == (["from typing import Nope"], [])
+    assert without_own_names(["from typing import TextWrapper"], "class TextWrapper(:\n") == (
+        ["from typing import TextWrapper"],
+        [],
+    )
+
+
 def test_an_import_of_a_name_a_standard_module_lacks():
     from editspec.names import missing_imports
 

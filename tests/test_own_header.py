@@ -1,5 +1,6 @@
 """An answer that opens with (imports and) a method's class header and then writes a class of its own is written
-again from the method's own header (`invented_class`, `Rewriter._from_own_header`).
+again from the method's own header (`invented_class`, `Rewriter._from_own_header`); so is a module function's
+answer that opens with another of the file's definitions (`other_definition_first`).
 
 The coder model does this when asked for type hints on a method of a file that imports from `typing` (the
 forty-sixth session: 9 of 14 methods of `textwrap.py` refused so). The model here is scripted (tests.
@@ -10,7 +11,7 @@ from __future__ import annotations
 
 from editspec.decoding import DecodeOptions, Decoder
 from editspec.locate import definitions, find_by_name, language_for
-from editspec.rewrite import Rewriter, SourceFile, invented_class
+from editspec.rewrite import Rewriter, SourceFile, invented_class, other_definition_first
 from editspec.trace import render_html
 from tests.test_second_look import ForkingBackend
 
@@ -37,14 +38,14 @@ def in_class(method: str, imports: str = "from typing import List\n\n") -> str:
 INVENTED = in_class("def __init__(self, width: int) -> None:\n    self.width = width\n\n" + HINTED_METHOD)
 
 
-def rewrite_with(scripts, near, parents=None):
+def rewrite_with(scripts, near, parents=None, source=SOURCE, name="Wrapper.wrap"):
     backend = ForkingBackend(scripts, near, parents)
     decoder = Decoder(backend, DecodeOptions(draft_length=4), verify_seconds=[0.0] + [1.0] * 40, policy_state={})
-    target = find_by_name(definitions(SOURCE.encode(), PY), "Wrapper.wrap")
+    target = find_by_name(definitions(source.encode(), PY), name)
     calls = []
     decode = decoder.decode
     decoder.decode = lambda prompt, **kw: calls.append(len(prompt)) or decode(prompt, **kw)
-    result = Rewriter(decoder).rewrite(SourceFile.from_bytes(SOURCE.encode()), PY, target, "Add type hints.")
+    result = Rewriter(decoder).rewrite(SourceFile.from_bytes(source.encode()), PY, target, "Add type hints.")
     return result, calls
 
 
@@ -107,6 +108,64 @@ def test_invented_class_is_settled_by_the_first_line_inside_the_class():
     assert invented_class("def wrap(self, text: str):\n", PY, target) == (True, None)
     function = find_by_name(definitions(b"def wrap(text):\n    return text\n", PY), "wrap")
     assert invented_class("class Wrapper:\n    x = 1\n", PY, function) == (True, None)  # not a method
+
+
+# A module function the model answers with the file's class first (textwrap's `wrap`, asked for type hints, was
+# answered with `class TextWrapper:` and refused for writing it).
+MODULE = (
+    "from functools import cache\n"
+    + SOURCE
+    + """
+
+@cache
+def wrap(text, width=70):
+    return Wrapper(width).wrap(text)
+"""
+)
+FUNCTION = "@cache\ndef wrap(text, width=70):\n    return Wrapper(width).wrap(text)\n"
+HINTED_FUNCTION = FUNCTION.replace("def wrap(text, width=70):", "def wrap(text: str, width: int = 70) -> List[str]:")
+
+
+def test_a_function_answered_with_another_of_the_files_definitions_first_is_written_again_from_its_header():
+    opening = "from typing import List\n\nclass Wrapper:\n    def __init__(self, width: int) -> None:\n"
+    result, calls = rewrite_with(
+        [
+            opening + "        self.width = width\n\n\n" + HINTED_FUNCTION,
+            "from typing import List\n\n" + HINTED_FUNCTION,
+        ],
+        near=[5.0],
+        source=MODULE,
+        name="wrap",
+    )
+    assert result.problem() is None, result.problem()
+    assert result.new_text == MODULE.replace(FUNCTION, HINTED_FUNCTION)
+    assert len(calls) == 2
+    # stopped at the class's header, its first complete line: the restart keeps the imports and its decorator
+    assert result.trace["own_header"]["first_answer"] == "from typing import List\n\nclass Wrapper:\n"
+    assert result.trace["own_header"]["kind"] == "function"
+    assert result.trace["own_header"]["forced_tokens"] == len("from typing import List\n\n@cache\ndef wrap")
+    assert "From the function's own header." in render_html(result.trace)
+
+
+def test_a_function_answered_from_its_own_header_or_with_a_new_helper_first_is_answered_as_it_was():
+    helper = "def _hinted(width: int) -> Wrapper:\n    return Wrapper(width)\n\n\n"
+    for answer in (HINTED_FUNCTION, helper + HINTED_FUNCTION):
+        result, calls = rewrite_with([answer], near=[], source=MODULE, name="wrap")
+        assert result.problem() is None and len(calls) == 1 and "own_header" not in result.trace
+
+
+def test_other_definition_first_is_settled_by_the_first_definition_header():
+    target = find_by_name(definitions(MODULE.encode(), PY), "wrap")
+    existing = {"Wrapper", "__init__"}
+    assert other_definition_first("from typing import List\n", PY, target, existing) == (False, None)
+    assert other_definition_first("@cache\n", PY, target, existing) == (False, None)  # a decorator: of what?
+    assert other_definition_first("@cache\nclass Wrapper:\n", PY, target, existing) == (True, (0, ""))
+    assert other_definition_first("import os\n\nclass Wrapper:\n", PY, target, existing) == (True, (11, ""))
+    assert other_definition_first("@cache\ndef wrap(text):\n", PY, target, existing) == (True, None)
+    assert other_definition_first("def helper():\n", PY, target, existing) == (True, None)  # a new helper
+    assert other_definition_first("WIDTH = 70\n", PY, target, existing) == (True, None)
+    method = find_by_name(definitions(MODULE.encode(), PY), "Wrapper.wrap")
+    assert other_definition_first("class Wrapper:\n", PY, method, existing) == (True, None)  # a method's case
 
 
 def test_the_trace_page_says_the_answer_was_started_again():
