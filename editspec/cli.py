@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from .models import DRAFT_MODEL_ENV, GPU_LAYERS_ENV, MODEL_ENV, ModelError
+from .peer import PeerError
 
 # Exit codes, documented in README.
 EXIT_USAGE = 2  # click's own: unknown option, missing argument
@@ -650,7 +651,7 @@ def bench(model, draft_model, threads, data, limit, methods, repeat, json_path, 
             print_bench(result, result["methods"])
     except ModelError as e:
         fail(str(e), EXIT_MODEL)
-    except (FileNotFoundError, ValueError) as e:
+    except (FileNotFoundError, ValueError, PeerError) as e:
         fail(str(e), EXIT_INPUT)
     except KeyboardInterrupt:
         fail("interrupted", EXIT_INTERRUPTED)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import socket
 import subprocess
 import tempfile
@@ -22,6 +23,8 @@ import time
 import urllib.error
 import urllib.request
 from pathlib import Path
+
+from .models import EXTRA_BUFFERS_ENV, extra_buffers_allowed
 
 SERVER_ENV = "LLAMA_SERVER"
 SPEC_ARGS = {"llama_server_plain": [], "llama_server_ngram_mod": ["--spec-type", "ngram-mod"]}
@@ -39,6 +42,10 @@ def server_binary() -> Path | None:
     return path
 
 
+class PeerError(RuntimeError):
+    """llama-server would not start or serve: what it said, for the user."""
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -53,11 +60,14 @@ class LlamaServer:
         self.log = tempfile.TemporaryFile()
         args = [str(binary), "-m", str(model), "--host", "127.0.0.1", "--port", str(self.port)]
         args += ["-t", str(threads), "-tb", str(threads), "-c", str(n_ctx), "-np", "1", "--no-webui", *extra]
+        # As editspec loads the model itself: without llama.cpp's extra buffer types where the CPU advertises AMX
+        # (a VM that advertises it and forbids it killed the server with SIGILL on its first product).
+        args += [] if extra_buffers_allowed() else ["--no-repack"]
         self.process = subprocess.Popen(args, stdout=self.log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout
         while True:
             if self.process.poll() is not None:
-                raise RuntimeError(f"llama-server exited with {self.process.returncode}: {self._tail()}")
+                raise PeerError(f"llama-server ({binary}) {_ended(self.process.returncode)}: {self._tail()}")
             try:
                 with urllib.request.urlopen(f"http://127.0.0.1:{self.port}/health", timeout=5) as r:
                     if r.status == 200:
@@ -66,7 +76,7 @@ class LlamaServer:
                 pass
             if time.monotonic() > deadline:
                 self.close()
-                raise RuntimeError(f"llama-server did not become ready in {timeout:.0f} s: {self._tail()}")
+                raise PeerError(f"llama-server ({binary}) did not become ready in {timeout:.0f} s: {self._tail()}")
             time.sleep(0.25)
 
     def _tail(self) -> str:
@@ -108,6 +118,19 @@ class LlamaServer:
 
     def __exit__(self, *exc):
         self.close()
+
+
+def _ended(code: int) -> str:
+    if code >= 0:
+        return f"exited with {code}"
+    name = signal.Signals(-code).name if -code in signal.valid_signals() else f"signal {-code}"
+    why = (
+        f" (an instruction this CPU refuses: a build for another machine, or AMX that the VM forbids; "
+        f"{EXTRA_BUFFERS_ENV}=0 keeps llama.cpp's extra buffer types off)"
+        if -code == signal.SIGILL
+        else ""
+    )
+    return f"was killed by {name}{why}"
 
 
 # The warm-up request a fresh process serves first: the prompt's first 8 tokens and 8 written after them, fewer

@@ -133,6 +133,41 @@ def test_llama_server_joins_the_benchmark_when_named(tmp_path, monkeypatch):
     # The bench's warm-up, the case's rounds and the story's, each method alike: plain and ngram-mod.
     assert len(started) == 2 * (1 + len(fenced) // 2 + STORY_ROUNDS)
     assert sum("--spec-type" in a for a in started) == len(started) // 2
+    # Loaded as editspec loads the model: without extra buffer types where they are off (a CPU advertising AMX)
+    from editspec.models import extra_buffers_allowed
+
+    assert all(("--no-repack" in a) != extra_buffers_allowed() for a in started)
+
+
+@pytest.mark.parametrize(("extra_buffers", "no_repack"), [("0", True), ("1", False)])
+def test_llama_server_runs_without_extra_buffers_where_editspec_does(tmp_path, monkeypatch, extra_buffers, no_repack):
+    from editspec.peer import LlamaServer
+
+    log = tmp_path / "server.log"
+    monkeypatch.setenv("FAKE_LLAMA_SERVER_LOG", str(log))
+    monkeypatch.setenv("EDITSPEC_EXTRA_BUFFERS", extra_buffers)
+    with LlamaServer(
+        Path(__file__).with_name("fake_llama_server.py"), tmp_path / "m.gguf", threads=2, n_ctx=512, extra=[]
+    ):
+        pass
+    (started,) = [json.loads(line)["args"] for line in log.read_text().splitlines()]
+    assert ("--no-repack" in started) == no_repack
+
+
+def test_a_llama_server_that_crashes_is_a_clear_error(tmp_path, monkeypatch):
+    """A server killed by SIGILL (this machine's VM advertises AMX and forbids it) ends the benchmark with what
+    happened and what to do, not a traceback."""
+    crashing = tmp_path / "llama-server"
+    crashing.write_text("#!/bin/sh\necho 'init: llama threadpool init'\nkill -ILL $$\n")
+    crashing.chmod(0o755)
+    data = tmp_path / "cases.jsonl"
+    data.write_text(json.dumps(CASE) + "\n")
+    monkeypatch.setenv("LLAMA_SERVER", str(crashing))
+    args = ["bench", "--model", "tiny", "--data", str(data), "--limit", "1", "--methods", "plain,llama_server_plain"]
+    result = CliRunner().invoke(main, args)
+    assert result.exit_code == EXIT_INPUT, result.output
+    assert "was killed by SIGILL (an instruction this CPU refuses" in result.output
+    assert "threadpool init" in result.output and "Traceback" not in result.output
 
 
 def test_a_llama_server_that_is_not_there_is_a_clear_error(tmp_path, monkeypatch):
