@@ -447,10 +447,7 @@ def invented_class(partial: str, spec: LanguageSpec, target: Definition) -> tupl
     it, the place or None): (False, None) while they do not."""
     if spec.name != "python" or not target.containers or target.kind in CLASS_LIKE:
         return True, None
-    done = partial[: partial.rfind("\n") + 1]
-    rest = leading_imports(done, spec)[1]
-    lines = lf_lines(rest)
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    start, lines, first = _after_imports(partial, spec)
     if first is None:
         return False, None
     if not _same_class(lines[first], target.containers[-1]):
@@ -465,7 +462,7 @@ def invented_class(partial: str, spec: LanguageSpec, target: Definition) -> tupl
             continue  # a decorator or a comment: the next line tells
         if own_header(target.simple_name).match(text) or not indent:
             return True, None
-        return True, (len(done) - len(rest) + sum(map(len, lines[:body])), indent)  # (`rest` ends `done`)
+        return True, (start + sum(map(len, lines[:body])), indent)
     return False, None
 
 
@@ -479,10 +476,7 @@ def other_definition_first(
     (`Rewriter._from_own_header`). Returns (settled, place) as `invented_class` does."""
     if spec.name != "python" or target.containers or target.kind in CLASS_LIKE:
         return True, None
-    done = partial[: partial.rfind("\n") + 1]
-    rest = leading_imports(done, spec)[1]
-    lines = lf_lines(rest)
-    first = next((i for i, line in enumerate(lines) if line.strip()), None)
+    start, lines, first = _after_imports(partial, spec)
     if first is None or IMPORT_LINE.match(lines[first]):
         return False, None  # (an import: more may follow)
     line = next((line for line in lines[first:] if line.strip() and not line.startswith("@")), None)
@@ -491,7 +485,16 @@ def other_definition_first(
     header = DEFINITION_NAME.match(line)
     if header is None or header.group(1) not in existing or header.group(1) == target.simple_name:
         return True, None
-    return True, (len(done) - len(rest) + sum(map(len, lines[:first])), "")
+    return True, (start + sum(map(len, lines[:first])), "")
+
+
+def _after_imports(partial: str, spec: LanguageSpec) -> tuple[int, list[str], int | None]:
+    """A partial answer's complete lines after the imports it opens with: where they begin (characters), the
+    lines, and the first that is not blank (None while none is)."""
+    done = partial[: partial.rfind("\n") + 1]
+    rest = leading_imports(done, spec)[1]  # (`rest` ends `done`)
+    lines = lf_lines(rest)
+    return len(done) - len(rest), lines, next((i for i, line in enumerate(lines) if line.strip()), None)
 
 
 def opened_elsewhere(
