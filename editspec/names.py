@@ -367,10 +367,10 @@ def without_own_names(imports: list[str], text: str) -> tuple[list[str], list[st
         except SyntaxError:
             body = []
         node = body[0] if len(body) == 1 else None
-        if not isinstance(node, ast.ImportFrom) or node.level or node.module not in LISTABLE:
+        module = _listable(node)
+        if module is None:
             kept.append(statement)
             continue
-        module = importlib.import_module(node.module)
         names = [a for a in node.names if not ((a.asname or a.name) in own and _lacks(module, a.name))]
         left_out += [f"`{a.name}` from {node.module}" for a in node.names if a not in names]
         if len(names) == len(node.names):
@@ -378,6 +378,13 @@ def without_own_names(imports: list[str], text: str) -> tuple[list[str], list[st
         elif names:
             kept.append(ast.unparse(ast.ImportFrom(module=node.module, names=names, level=0)))
     return kept, left_out
+
+
+def _listable(node: ast.stmt | None):
+    """The module a `from M import ...` statement imports from, where M is a module of LISTABLE; else None."""
+    if not isinstance(node, ast.ImportFrom) or node.level or node.module not in LISTABLE:
+        return None
+    return importlib.import_module(node.module)
 
 
 def _lacks(module, name: str) -> bool:
@@ -396,9 +403,9 @@ def missing_imports(imports: list[str]) -> list[str]:
         except SyntaxError:
             continue
         for node in parsed.body:
-            if not isinstance(node, ast.ImportFrom) or node.level or node.module not in LISTABLE:
+            module = _listable(node)
+            if module is None:
                 continue
-            module = importlib.import_module(node.module)
             for alias in node.names:
                 name = alias.name
                 if not _lacks(module, name):

@@ -104,7 +104,7 @@ def forked_trace(
 ) -> dict:
     """The trace of an answer the model was made to start from `forced` tokens after the prompt (a second look's
     fork, see `Rewriter._look_again`: the first answer's tokens up to the fork, then the one put in its place; or
-    a method's own header, `Rewriter._from_own_header`), with those tokens in front. Its rounds are its own."""
+    a function's own header, `Rewriter._from_own_header`), with those tokens in front. Its rounds are its own."""
     trace = build_trace(backend, [*prompt, *forced], output, stats)
     texts = _texts(backend, forced)
     head = [{"text": t, "origin": o, "round": -1} for t, o in zip(texts, origins, strict=False)]
@@ -183,16 +183,14 @@ def _own_header_note(trace: dict) -> str:
     if not restart:
         return ""
     opening = " … ".join(line.strip() for line in restart["first_answer"].splitlines() if line.strip())
-    if restart.get("kind") == "function":
-        return (
-            "<p><b>From the function's own header.</b> The model's first answer opened with another of the file's "
-            f"definitions (<code>{html.escape(opening)}</code>); this one was started again at the function's "
-            "header. The rounds below are this one's.</p>"
-        )
+    kind, astray, where = (
+        ("function", "opened with another of the file's definitions", "at")
+        if restart.get("kind") == "function"
+        else ("method", "went on to write a class of its own", "inside the class, at")
+    )
     return (
-        "<p><b>From the method's own header.</b> The model's first answer went on to write a class of its own ("
-        f"<code>{html.escape(opening)}</code>); this one was started again inside the class, at the method's "
-        "header. The rounds below are this one's.</p>"
+        f"<p><b>From the {kind}'s own header.</b> The model's first answer {astray} (<code>{html.escape(opening)}"
+        f"</code>); this one was started again {where} the {kind}'s header. The rounds below are this one's.</p>"
     )
 
 

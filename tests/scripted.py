@@ -129,12 +129,12 @@ class ScriptedBackend(FakeBackend):
 def _going_on(answer: bytes, written: bytes) -> int | None:
     """Where in `answer` the model is, having written `written`: after it, where the answer begins with it; or,
     where the rewrite made the model start again from a line of its own (a function's own header, after an answer
-    that opened with another of the file's definitions), after that line's text where the answer has it at a
-    line's start, as a model that goes on from there."""
+    that opened with another of the file's definitions), after the longest piece of `written` from a line's start
+    on that the answer has at a line's start, as a model that goes on from there."""
     if answer.startswith(written):
         return len(written)
     starts = [0] + [i + 1 for i, byte in enumerate(written) if byte == ord("\n")]
-    for start in starts:  # the longest piece of `written` from a line's start on that the answer has so
+    for start in starts:  # longest first
         piece = written[start:]
         at = answer.find(b"\n" + piece) + 1 if piece.strip() else 0
         if at > 0:
